@@ -1,0 +1,213 @@
+"""The one settings module. Every value comes from the environment, with a safe default.
+
+Security-sensitive values default to the safe choice (DEBUG off, loopback-only ALLOWED_HOSTS, no
+default SECRET_KEY unless DEBUG is on). Connectivity values default to the private loopback ports
+that `scripts/services.sh` uses. `.env.example` lists every variable with its meaning.
+No other module reads os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_secret(name: str) -> str | None:
+    """`NAME`, or the contents of the file named by `NAME_FILE` (for container secrets)."""
+    value = os.environ.get(name)
+    if value:
+        return value
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return None
+
+
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off (set SECRET_KEY or SECRET_KEY_FILE)"
+        )
+    SECRET_KEY = "insecure-debug-only-key"  # only ever used with DEBUG on
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- the cluster ---------------------------------------------------------------------------------
+# ZK_HOSTS may carry a chroot, as ZooKeeper's connect strings do: "zk1:2181,zk2:2181/pinot".
+ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:21810")
+CLUSTER_NAME = env_str("CLUSTER_NAME", "PinotCluster")
+ZK_TIMEOUT_SECONDS = env_float("ZK_TIMEOUT_SECONDS", 5.0)
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:16379/0")
+DEEP_STORE_URI = env_str("DEEP_STORE_URI", (VAR_DIR / "deepstore").as_uri())
+SPARK_MASTER = env_str("SPARK_MASTER", "local[2]")
+SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
+
+# --- health checks -------------------------------------------------------------------------------
+HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
+# A cold Spark session costs about 5 s of JVM start plus 2-3 s for the first job.
+HEALTH_SPARK_TIMEOUT_SECONDS = env_float("HEALTH_SPARK_TIMEOUT_SECONDS", 60.0)
+BEAT_HEARTBEAT_SECONDS = env_float("BEAT_HEARTBEAT_SECONDS", 10.0)
+
+# --- the demo's local admin account (make demo) --------------------------------------------------
+DEMO_ADMIN_USER = env_str("DEMO_ADMIN_USER", "admin")
+DEMO_ADMIN_PASSWORD = env_secret("DEMO_ADMIN_PASSWORD")
+
+# --- Django --------------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "console",
+    "tables",
+    "monitoring",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "console.context_processors.cluster",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age=60
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "console:home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Serve static files from the app folders directly (no collectstatic step for the demo).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+# --- Celery (read by console/celery.py through the CELERY_ namespace) ---------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_EXPIRES = 600
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Above the longest task (a Spark build), or an unacknowledged task is delivered twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+# Spark work goes to its own queue, consumed by a worker with one process (one JVM).
+CELERY_TASK_ROUTES = {"tables.spark_*": {"queue": "spark"}}
+CELERY_BEAT_SCHEDULE = {
+    "beat-heartbeat": {
+        "task": "console.beat_heartbeat",
+        "schedule": BEAT_HEARTBEAT_SECONDS,
+        "options": {"expires": BEAT_HEARTBEAT_SECONDS},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"kazoo": {"level": "WARNING"}, "py4j": {"level": "WARNING"}},
+}

@@ -1,0 +1,1 @@
+"""Health checks, Prometheus metrics (each defined once, here) and chart builders."""

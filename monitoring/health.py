@@ -1,0 +1,129 @@
+"""Health of the components the console depends on: each one up or down, with latency.
+
+Every check is a real round trip: a ZooKeeper session and read, a Redis PING, a SQL query, a Celery
+task answered by a worker process, a Spark job run inside the Spark worker, and the age of the last
+Celery beat heartbeat. Checks run concurrently, each bounded by its own timeout, so one slow or dead
+component never hides the state of the others. A check never raises: failure is a result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from tables.redisconn import get_redis
+from tables.zk.client import get_client
+
+__all__ = ["CHECKS", "CheckResult", "record_beat_heartbeat", "run_checks"]
+
+BEAT_KEY = "console:health:beat"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    label: str
+    ok: bool
+    latency_ms: float
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _zookeeper() -> str:
+    client = get_client(settings.ZK_HOSTS, timeout=settings.HEALTH_TIMEOUT_SECONDS)
+    cluster = f"/{settings.CLUSTER_NAME}"
+    present = client.exists(cluster) is not None
+    state = "initialised" if present else "not initialised yet"
+    session = f"0x{client.client_id[0]:x}" if client.client_id else "?"
+    return f"{settings.ZK_HOSTS} (session {session}); cluster {cluster} {state}"
+
+
+def _redis() -> str:
+    client = get_redis(settings.REDIS_URL, timeout=settings.HEALTH_TIMEOUT_SECONDS)
+    try:
+        version = client.info("server").get("redis_version", "?")
+    except redis.RedisError as exc:
+        raise RuntimeError(f"{settings.REDIS_URL}: {exc}") from None
+    return f"Redis {version} at {settings.REDIS_URL}"
+
+
+def _database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return f"{connection.vendor} ({connection.settings_dict['NAME']})"
+
+
+def _celery_worker() -> str:
+    from console.tasks import ping
+
+    timeout = settings.HEALTH_TIMEOUT_SECONDS
+    # expires: if no worker is listening, the probe must not linger in the queue.
+    reply = ping.apply_async(expires=timeout).get(timeout=timeout)
+    return f"task answered by worker process {reply['pid']}"
+
+
+def _spark() -> str:
+    from tables.tasks import spark_probe
+
+    timeout = settings.HEALTH_SPARK_TIMEOUT_SECONDS
+    reply = spark_probe.apply_async(expires=timeout).get(timeout=timeout)
+    return (
+        f"Spark {reply['version']} ({reply['master']}) ran a job in {reply['seconds']} s "
+        f"in worker process {reply['pid']}"
+    )
+
+
+def _celery_beat() -> str:
+    client = get_redis(settings.REDIS_URL, timeout=settings.HEALTH_TIMEOUT_SECONDS)
+    raw = client.get(BEAT_KEY)
+    if raw is None:
+        raise RuntimeError("no heartbeat yet: is `celery beat` running?")
+    age = time.time() - float(raw)
+    limit = 3 * settings.BEAT_HEARTBEAT_SECONDS
+    if age > limit:
+        raise RuntimeError(f"last heartbeat {age:.0f} s ago (expected every {limit / 3:g} s)")
+    return f"last heartbeat {age:.1f} s ago"
+
+
+def record_beat_heartbeat(now: float) -> None:
+    get_redis(settings.REDIS_URL).set(BEAT_KEY, repr(now), ex=3600)
+
+
+CHECKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "zookeeper": ("ZooKeeper", _zookeeper),
+    "redis": ("Redis", _redis),
+    "database": ("Database", _database),
+    "celery_worker": ("Celery worker", _celery_worker),
+    "celery_beat": ("Celery beat", _celery_beat),
+    "spark": ("Spark", _spark),
+}
+
+
+def _run_one(name: str) -> CheckResult:
+    label, check = CHECKS[name]
+    started = time.perf_counter()
+    try:
+        detail, ok = check(), True
+    except Exception as exc:  # every failure is a result, never an error page
+        detail, ok = f"{type(exc).__name__}: {exc}".strip(), False
+    finally:
+        if name == "database":
+            connection.close()  # this ran in a pool thread: do not leak its connection
+    latency = round((time.perf_counter() - started) * 1000, 1)
+    return CheckResult(name=name, label=label, ok=ok, latency_ms=latency, detail=detail)
+
+
+def run_checks(names: list[str] | None = None) -> list[CheckResult]:
+    """Run the named checks (all when None) concurrently; results in CHECKS order."""
+    selected = [name for name in CHECKS if names is None or name in names]
+    with ThreadPoolExecutor(max_workers=max(len(selected), 1)) as pool:
+        return list(pool.map(_run_one, selected))

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Local ZooKeeper and Redis for the demo and the tests: private loopback ports, state under $VAR_DIR.
+#
+#   scripts/services.sh start [zookeeper|redis ...]   start what is not running (idempotent)
+#   scripts/services.sh stop  [zookeeper|redis ...]   stop what this script started (by pid file)
+#   scripts/services.sh status
+#
+# Contract: it only ever signals processes whose pid it recorded itself, and it refuses to start on a
+# port that something else already listens on, so it never touches a ZooKeeper or Redis it did not
+# start. With STARTED_FILE set, `start` appends the names of the services it really started, so that
+# a caller (make test, make demo) can stop exactly those and leave alone what was already running.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VAR="${VAR_DIR:-$ROOT/var}"
+ZK_PORT="${ZK_PORT:-21810}"
+REDIS_PORT="${REDIS_PORT:-16379}"
+ZK="$VAR/zookeeper"
+RD="$VAR/redis"
+
+log() { printf '%s\n' "$*"; }
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+zk_cmd() {
+  exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" || return 1
+  printf '%s' "$1" >&3
+  timeout 2 cat <&3 || true
+  exec 3<&-
+}
+record_started() { [ -z "${STARTED_FILE:-}" ] || echo "$1" >>"$STARTED_FILE"; }
+wait_gone() {
+  local pid=$1
+  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  log "  pid $pid still alive after 15 s: SIGKILL"
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+start_zookeeper() {
+  if alive "$ZK/zk.pid"; then log "zookeeper: already running on 127.0.0.1:$ZK_PORT (pid $(cat "$ZK/zk.pid"))"; return; fi
+  if port_busy "$ZK_PORT"; then
+    log "zookeeper: port $ZK_PORT is in use by a process this script did not start; set ZK_PORT" >&2
+    return 1
+  fi
+  mkdir -p "$ZK/conf" "$ZK/data" "$ZK/log"
+  cat >"$ZK/conf/zoo.cfg" <<CFG
+tickTime=2000
+dataDir=$ZK/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf
+preAllocSize=4096
+snapCount=10000
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+CFG
+  cat >"$ZK/conf/log4j.properties" <<'CFG'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
+CFG
+  local cp=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar:$ZK/conf
+  # setsid: a Ctrl-C in the caller's terminal must not reach ZooKeeper; `stop` ends it.
+  setsid nohup java -Xms64m -Xmx256m ${ZK_JVMFLAGS:-} -Dzookeeper.log.dir="$ZK/log" \
+    -Dlog4j.configuration="file:$ZK/conf/log4j.properties" \
+    -cp "$cp" org.apache.zookeeper.server.ZooKeeperServerMain "$ZK/conf/zoo.cfg" \
+    >"$ZK/log/zookeeper.out" 2>&1 </dev/null &
+  echo $! >"$ZK/zk.pid"
+  # `ruok` answers before the server serves; readiness is `srvr` reporting standalone mode.
+  for _ in $(seq 300); do
+    if zk_cmd srvr 2>/dev/null | grep -q 'Mode: standalone'; then
+      log "zookeeper: up on 127.0.0.1:$ZK_PORT (pid $(cat "$ZK/zk.pid"))"
+      record_started zookeeper
+      return
+    fi
+    alive "$ZK/zk.pid" || { tail -20 "$ZK/log/zookeeper.out" >&2; log "zookeeper: exited during start" >&2; return 1; }
+    sleep 0.1
+  done
+  log "zookeeper: not serving after 30 s (log: $ZK/log/zookeeper.out)" >&2
+  return 1
+}
+
+start_redis() {
+  if alive "$RD/redis.pid"; then log "redis: already running on 127.0.0.1:$REDIS_PORT (pid $(cat "$RD/redis.pid"))"; return; fi
+  if port_busy "$REDIS_PORT"; then
+    log "redis: port $REDIS_PORT is in use by a process this script did not start; set REDIS_PORT" >&2
+    return 1
+  fi
+  mkdir -p "$RD"
+  rm -f "$RD/redis.pid"
+  # No persistence: the stream and the broker are rebuilt by each demo or test run.
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$RD" \
+    --databases 64 --daemonize yes --pidfile "$RD/redis.pid" --logfile "$RD/redis.log"
+  for _ in $(seq 200); do
+    if [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && [ -s "$RD/redis.pid" ]; then
+      log "redis: up on 127.0.0.1:$REDIS_PORT (pid $(cat "$RD/redis.pid"))"
+      record_started redis
+      return
+    fi
+    sleep 0.05
+  done
+  log "redis: not answering after 10 s (log: $RD/redis.log)" >&2
+  return 1
+}
+
+stop_one() {
+  local name=$1 pidfile=$2
+  if alive "$pidfile"; then
+    local pid
+    pid="$(cat "$pidfile")"
+    kill "$pid"
+    wait_gone "$pid"
+    log "$name: stopped (pid $pid)"
+  else
+    log "$name: not running"
+  fi
+  rm -f "$pidfile"
+}
+
+status() {
+  if alive "$ZK/zk.pid"; then
+    log "zookeeper: $(zk_cmd srvr 2>/dev/null | grep Mode || echo 'not serving') (127.0.0.1:$ZK_PORT, pid $(cat "$ZK/zk.pid"))"
+  else
+    log "zookeeper: down"
+  fi
+  if alive "$RD/redis.pid"; then
+    log "redis: $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null || echo 'not answering') (127.0.0.1:$REDIS_PORT, pid $(cat "$RD/redis.pid"))"
+  else
+    log "redis: down"
+  fi
+}
+
+cmd="${1:-}"
+shift || true
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(zookeeper redis)
+case "$cmd" in
+  start)
+    for n in "${names[@]}"; do
+      case "$n" in
+        zookeeper) start_zookeeper ;;
+        redis) start_redis ;;
+        *) log "unknown service: $n" >&2; exit 2 ;;
+      esac
+    done
+    ;;
+  stop)
+    # Redis first: it is the broker, and stopping it fast lets Celery clients give up early.
+    for n in redis zookeeper; do
+      [[ " ${names[*]} " == *" $n "* ]] || continue
+      case "$n" in
+        zookeeper) stop_one zookeeper "$ZK/zk.pid" ;;
+        redis) stop_one redis "$RD/redis.pid" ;;
+      esac
+    done
+    ;;
+  status) status ;;
+  *) log "usage: $0 start|stop|status [zookeeper|redis ...]" >&2; exit 2 ;;
+esac

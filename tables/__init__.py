@@ -1,0 +1,1 @@
+"""The realtime control plane: domain, ZooKeeper access, streams, segments, servers, controller."""

@@ -1,0 +1,1 @@
+"""ZooKeeper access. The only package that imports kazoo (ARCHITECTURE.md §3)."""

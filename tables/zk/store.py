@@ -1,0 +1,79 @@
+"""Versioned reads and compare-and-set writes of znodes.
+
+Every write of shared cluster state goes through `update`: read the znode with its version, compute
+the new value, write it only if the version is unchanged (`set(..., version=v)`), and on
+`BadVersionError` read again and recompute. A concurrent writer can therefore never lose another's
+update. `mutate` must be a pure function of the bytes it is given, since it may run several times.
+
+Under contention the losers back off for a random, growing delay (full jitter, capped), so that no
+writer starves: without it, writers sharing one connection collide in lock step round after round.
+Connection loss is retried by kazoo's own retry in the caller's client; this layer retries only on
+version conflicts (one retry layer per kind of failure).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+__all__ = ["ConflictLimitExceeded", "Versioned", "read", "update"]
+
+BACKOFF_BASE_SECONDS = 0.002
+BACKOFF_CAP_SECONDS = 0.1
+
+
+class ConflictLimitExceeded(Exception):
+    """`update` met a version conflict on every one of its attempts."""
+
+
+@dataclass(frozen=True)
+class Versioned:
+    data: bytes
+    version: int
+    mtime_ms: int
+
+
+def read(client: KazooClient, path: str) -> Versioned | None:
+    """The znode's bytes and version, or None when it does not exist."""
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None
+    return Versioned(data=data, version=stat.version, mtime_ms=stat.mtime)
+
+
+def backoff_delay(attempt: int, rng: Callable[[], float] = random.random) -> float:
+    """Full-jitter exponential backoff after the `attempt`-th conflict (1-based)."""
+    return rng() * min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** min(attempt, 16))
+
+
+def update(
+    client: KazooClient,
+    path: str,
+    mutate: Callable[[bytes], bytes | None],
+    max_attempts: int = 200,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Versioned:
+    """Apply `mutate` to the znode's current bytes with compare-and-set, retrying on conflict.
+
+    `mutate` returns the new bytes, or None to leave the znode as it is. Returns the state after the
+    write (or the unchanged state). Raises NoNodeError if the znode does not exist, and
+    ConflictLimitExceeded after `max_attempts` conflicts in a row.
+    """
+    for attempt in range(1, max_attempts + 1):
+        data, stat = client.get(path)
+        new = mutate(data)
+        if new is None:
+            return Versioned(data=data, version=stat.version, mtime_ms=stat.mtime)
+        try:
+            new_stat = client.set(path, new, version=stat.version)
+        except BadVersionError:
+            sleep(backoff_delay(attempt))
+            continue
+        return Versioned(data=new, version=new_stat.version, mtime_ms=new_stat.mtime)
+    raise ConflictLimitExceeded(f"{path}: version conflict on each of {max_attempts} attempts")
