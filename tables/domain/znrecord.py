@@ -1,0 +1,101 @@
+"""Helix's ZNRecord: the JSON document stored in every Pinot/Helix znode.
+
+Shape: {"id": str, "simpleFields": {str: str}, "mapFields": {str: {str: str}},
+"listFields": {str: [str]}}. Every simple value is a string. Readers accept any JSON object of that
+shape (missing members read as empty, unknown members are ignored); writers emit Helix's own layout:
+Jackson's default pretty printer (`"key" : value`, two-space indent) with sorted keys in the inner
+maps. Compression (gzip) is a storage concern handled by `tables.zk.codec`, not here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ZNRecord", "ZNRecordError"]
+
+
+class ZNRecordError(ValueError):
+    """Bytes or a dict that are not a ZNRecord."""
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ZNRecordError(f"{where} must be an object")
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+@dataclass
+class ZNRecord:
+    id: str
+    simple_fields: dict[str, str] = field(default_factory=dict)
+    map_fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    list_fields: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "simpleFields": dict(sorted(self.simple_fields.items())),
+            "mapFields": {k: dict(sorted(v.items())) for k, v in sorted(self.map_fields.items())},
+            "listFields": {k: list(v) for k, v in sorted(self.list_fields.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ZNRecord:
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise ZNRecordError("a ZNRecord is a JSON object with a string 'id'")
+        maps = data.get("mapFields") or {}
+        lists = data.get("listFields") or {}
+        if not isinstance(maps, dict) or not isinstance(lists, dict):
+            raise ZNRecordError("mapFields and listFields must be objects")
+        return cls(
+            id=data["id"],
+            simple_fields=_str_map(data.get("simpleFields"), "simpleFields"),
+            map_fields={str(k): _str_map(v, f"mapFields.{k}") for k, v in maps.items()},
+            list_fields={str(k): [str(item) for item in (v or [])] for k, v in lists.items()},
+        )
+
+    def to_json(self) -> str:
+        """Helix's serialised form (Jackson INDENT_OUTPUT)."""
+        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        # Jackson's default pretty printer puts a space before the colon as well.
+        return _jackson_colons(text)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ZNRecord:
+        try:
+            data = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ZNRecordError(f"not JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    def copy(self) -> ZNRecord:
+        return ZNRecord(
+            id=self.id,
+            simple_fields=dict(self.simple_fields),
+            map_fields={k: dict(v) for k, v in self.map_fields.items()},
+            list_fields={k: list(v) for k, v in self.list_fields.items()},
+        )
+
+
+def _jackson_colons(text: str) -> str:
+    """Turn json.dumps' `"key": value` into Jackson's `"key" : value`, outside string values."""
+    out: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == ":":
+            out.append(" ")
+        out.append(char)
+    return "".join(out)
