@@ -173,9 +173,13 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # curl -u user:password, like a Pinot controller with basic auth; first, so that an
+        # unauthenticated call gets 401 with a WWW-Authenticate challenge.
+        "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "console.api.errors.handle",
 }
 
 # --- Celery (read by console/celery.py through the CELERY_ namespace) ---------------------------

@@ -34,6 +34,7 @@ trap 'exit 130' INT TERM
 scripts/services.sh start
 python manage.py migrate --noinput -v 0
 python manage.py collectstatic --noinput -v 0
+python manage.py init_cluster
 python manage.py ensure_admin
 python scripts/wait_ready.py "http://127.0.0.1:$WEB_PORT" &
 honcho -f Procfile start

@@ -1,0 +1,1 @@
+"""REST API: Pinot's controller paths (pinot.py) and, later, the console's own /api/v1/."""

@@ -1,0 +1,96 @@
+"""Pinot's controller REST paths for schemas, tables and segments. Thin: parse, call, shape.
+
+`{t}` accepts the raw table name or `<raw>_REALTIME`. Response shapes are Pinot's.
+"""
+
+from __future__ import annotations
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tables.controller import context
+from tables.controller.resources import ResourceManager, metadata_as_map
+
+from .permissions import ReadAuthenticatedWriteAdmin
+
+
+def _manager() -> ResourceManager:
+    return ResourceManager(context.current())
+
+
+class PinotView(APIView):
+    permission_classes = [ReadAuthenticatedWriteAdmin]
+
+    @classmethod
+    def as_view(cls, **initkwargs):
+        view = super().as_view(**initkwargs)
+        # DRF answers unauthenticated calls itself (401 JSON), not the login page redirect.
+        view.login_required = False
+        return view
+
+
+class SchemaList(PinotView):
+    def get(self, request: Request) -> Response:
+        return Response(_manager().list_schemas())
+
+    def post(self, request: Request) -> Response:
+        override = request.query_params.get("override", "true").lower() != "false"
+        schema = _manager().add_schema(request.data, override=override)
+        return Response(
+            {"unrecognizedProperties": {}, "status": f"{schema.name} successfully added"}
+        )
+
+
+class SchemaDetail(PinotView):
+    def get(self, request: Request, name: str) -> Response:
+        return Response(_manager().get_schema(name).raw)
+
+    def delete(self, request: Request, name: str) -> Response:
+        _manager().delete_schema(name)
+        return Response({"status": f"Schema {name} deleted"})
+
+
+class TableList(PinotView):
+    def get(self, request: Request) -> Response:
+        from tables.domain.names import raw_table_name
+
+        return Response({"tables": sorted({raw_table_name(t) for t in _manager().list_tables()})})
+
+    def post(self, request: Request) -> Response:
+        config = _manager().add_table(request.data)
+        return Response(
+            {
+                "unrecognizedProperties": {},
+                "status": f"Table {config.table_name_with_type} successfully added",
+            }
+        )
+
+
+class TableDetail(PinotView):
+    def get(self, request: Request, table: str) -> Response:
+        return Response({"REALTIME": _manager().get_table_config(table).rest})
+
+    def delete(self, request: Request, table: str) -> Response:
+        deleted = _manager().delete_table(table)
+        return Response({"status": f"Tables: [{deleted}] deleted"})
+
+
+class TableIdealState(PinotView):
+    def get(self, request: Request, table: str) -> Response:
+        return Response({"OFFLINE": None, "REALTIME": _manager().idealstate(table)})
+
+
+class TableExternalView(PinotView):
+    def get(self, request: Request, table: str) -> Response:
+        return Response({"OFFLINE": None, "REALTIME": _manager().externalview(table)})
+
+
+class SegmentList(PinotView):
+    def get(self, request: Request, table: str) -> Response:
+        return Response([{"REALTIME": _manager().segment_names(table)}])
+
+
+class SegmentMetadata(PinotView):
+    def get(self, request: Request, table: str, segment: str) -> Response:
+        return Response(metadata_as_map(_manager().segment_metadata(table, segment)))

@@ -1,0 +1,299 @@
+"""Schemas and tables in ZooKeeper: Pinot's PinotHelixResourceManager, for realtime tables.
+
+Every request is validated completely before anything is written, so bad input changes nothing.
+Creating a table writes the table config, every first segment's metadata, the IdealState and the
+brokerResource entry in ONE ZooKeeper transaction (guarded by the brokerResource's version): a
+crash or a concurrent create leaves either the whole table or none of it. Deleting is idempotent
+and removes the IdealState first, so servers stop consuming before the metadata goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from tables.domain.assignment import AssignmentError
+from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
+from tables.domain.new_table import plan_new_table
+from tables.domain.schema import (
+    Schema,
+    SchemaError,
+    parse_schema,
+    schema_from_znrecord,
+    schema_to_znrecord,
+)
+from tables.domain.segment_metadata import SegmentZKMetadata
+from tables.domain.table_config import (
+    TableConfig,
+    TableConfigError,
+    parse_table_config,
+    table_config_from_znrecord,
+    table_config_to_znrecord,
+)
+from tables.streams.base import StreamError, provider_for
+from tables.zk import codec
+from tables.zk.cluster import BROKER_RESOURCE, is_initialised
+from tables.zk.records import read_record, update_record
+
+from .context import ClusterContext
+from .errors import BadRequest, Conflict, NotFound, Unavailable
+
+__all__ = ["ResourceManager"]
+
+MAX_CREATE_ATTEMPTS = 10
+
+
+class ResourceManager:
+    def __init__(self, ctx: ClusterContext) -> None:
+        self.ctx = ctx
+        self.zk = ctx.client
+        self.paths = ctx.paths
+
+    def _require_cluster(self) -> None:
+        if not is_initialised(self.zk, self.paths):
+            raise Unavailable(
+                f"cluster {self.paths.cluster} is not initialised: "
+                "run `python manage.py init_cluster`"
+            )
+
+    # --- schemas ---------------------------------------------------------------------------------
+    def add_schema(self, data: Any, override: bool = True) -> Schema:
+        self._require_cluster()
+        try:
+            schema = parse_schema(data)
+        except SchemaError as exc:
+            raise BadRequest(f"invalid schema: {exc}", exc.problems) from None
+        path = self.paths.schema(schema.name)
+        record = schema_to_znrecord(schema)
+        try:
+            self.zk.create(path, codec.encode(record), makepath=True)
+        except NodeExistsError:
+            if not override:
+                raise Conflict(f"schema {schema.name} already exists") from None
+            update_record(self.zk, path, lambda _: record)
+        return schema
+
+    def get_schema(self, name: str) -> Schema:
+        found = read_record(self.zk, self.paths.schema(name))
+        if found is None:
+            raise NotFound(f"schema {name} not found")
+        return schema_from_znrecord(found.record)
+
+    def list_schemas(self) -> list[str]:
+        return sorted(self._children(self.paths.schemas))
+
+    def delete_schema(self, name: str) -> None:
+        self.get_schema(name)
+        users = [t for t in self.list_tables() if self._config(t).schema_name == name]
+        if users:
+            raise Conflict(f"cannot delete schema {name}: used by table(s) {', '.join(users)}")
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(self.paths.schema(name))
+
+    # --- tables ----------------------------------------------------------------------------------
+    def list_tables(self) -> list[str]:
+        """Tables with their type (`t_REALTIME`), sorted."""
+        return sorted(self._children(self.paths.table_configs))
+
+    def table_name(self, name: str) -> str:
+        """`name` (raw or with type) as the REALTIME table's name with type; 400 when malformed."""
+        try:
+            table = table_name_with_type(name, "REALTIME")
+        except InvalidName as exc:
+            raise BadRequest(str(exc)) from None
+        if "__" in raw_table_name(table) or "/" in table:
+            raise BadRequest(f"malformed table name {name!r}: it can contain neither '__' nor '/'")
+        return table
+
+    def _config(self, name_with_type: str) -> TableConfig:
+        found = read_record(self.zk, self.paths.table_config(name_with_type))
+        if found is None:
+            raise NotFound(f"table {raw_table_name(name_with_type)} not found")
+        return table_config_from_znrecord(found.record)
+
+    def get_table_config(self, name: str) -> TableConfig:
+        return self._config(self.table_name(name))
+
+    def add_table(self, data: Any) -> TableConfig:
+        """Validate everything, then create the table in one transaction."""
+        self._require_cluster()
+        config = self._validated_config(data)
+        table = config.table_name_with_type
+        if self.zk.exists(self.paths.table_config(table)) is not None:
+            raise Conflict(f"table {table} already exists")
+        offsets = self._start_offsets(config)
+        instances = self._tagged_instances(config.server_tag)
+        try:
+            plan = plan_new_table(config, offsets, instances, self.ctx.now_ms())
+        except AssignmentError as exc:
+            raise BadRequest(
+                f"cannot assign table {table}: {exc} (tag {config.server_tag})"
+            ) from None
+        for _ in range(MAX_CREATE_ATTEMPTS):
+            if self._create_in_one_transaction(config, plan.idealstate, plan.segments):
+                return config
+        raise Conflict(f"table {table}: brokerResource kept changing; try again")
+
+    def _validated_config(self, data: Any) -> TableConfig:
+        problems: list[str] = []
+        schema = None
+        try:
+            provisional = parse_table_config(data)
+        except TableConfigError as exc:
+            raise BadRequest(f"invalid table config: {exc}", exc.problems) from None
+        if provisional.table_type != "REALTIME":
+            raise BadRequest("only REALTIME tables are supported by this controller")
+        try:
+            schema = self.get_schema(provisional.schema_name)
+        except NotFound:
+            problems.append(
+                f"schema {provisional.schema_name} not found: POST it to /schemas before the table"
+            )
+        try:
+            config = parse_table_config(data, schema)
+        except TableConfigError as exc:
+            problems.extend(exc.problems)
+            config = provisional
+        if problems:
+            raise BadRequest(f"invalid table config: {'; '.join(problems)}", problems)
+        return config
+
+    def _start_offsets(self, config: TableConfig) -> dict[int, int]:
+        try:
+            provider = provider_for(config.stream_config, self.ctx.redis_url)
+        except StreamError as exc:
+            raise BadRequest(str(exc)) from None
+        try:
+            count = provider.partition_count()
+            if count < 1:
+                raise BadRequest(f"topic {config.topic_name} has no partitions")
+            criteria = (
+                config.offset_reset if config.offset_reset in ("smallest", "largest") else "largest"
+            )
+            return {p: provider.offset_for_criteria(p, criteria) for p in range(count)}
+        except StreamError as exc:
+            raise BadRequest(f"stream of table {config.table_name_with_type}: {exc}") from None
+        finally:
+            provider.close()
+
+    def _tagged_instances(self, tag: str) -> list[str]:
+        """Servers whose instance config carries `tag`, enabled or not (as Pinot's default)."""
+        found = []
+        for instance in self._children(self.paths.participant_configs):
+            record = read_record(self.zk, self.paths.participant_config(instance))
+            if record is not None and tag in record.record.list_fields.get("TAG_LIST", []):
+                found.append(instance)
+        return sorted(found)
+
+    def _create_in_one_transaction(
+        self, config: TableConfig, idealstate, segments: tuple[SegmentZKMetadata, ...]
+    ) -> bool:
+        table = config.table_name_with_type
+        broker = read_record(self.zk, self.paths.idealstate(BROKER_RESOURCE))
+        if broker is None:
+            raise Unavailable("brokerResource is missing: run `python manage.py init_cluster`")
+        broker_record = broker.record.copy()
+        broker_record.map_fields.setdefault(table, {})
+        broker_record.simple_fields["NUM_PARTITIONS"] = str(len(broker_record.map_fields))
+
+        tx = self.zk.transaction()
+        tx.create(self.paths.table_config(table), codec.encode(table_config_to_znrecord(config)))
+        segments_path = self.paths.segments(table)
+        if self.zk.exists(segments_path) is None:
+            tx.create(segments_path, b"")
+        for segment in segments:
+            tx.create(
+                self.paths.segment(table, segment.segment_name), codec.encode(segment.to_znrecord())
+            )
+        tx.create(self.paths.idealstate(table), codec.encode(idealstate))
+        tx.set_data(
+            self.paths.idealstate(BROKER_RESOURCE),
+            codec.encode(broker_record),
+            version=broker.version,
+        )
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if not failures:
+            return True
+        if any(isinstance(r, NodeExistsError) for r in failures):
+            raise Conflict(f"table {table} already exists")
+        if any(isinstance(r, BadVersionError) for r in failures):
+            return False  # brokerResource changed under us: recompute and retry
+        raise failures[0]
+
+    def delete_table(self, name: str) -> str:
+        table = self.table_name(name)
+        if self.zk.exists(self.paths.table_config(table)) is None and (
+            self.zk.exists(self.paths.idealstate(table)) is None
+        ):
+            raise NotFound(f"table {raw_table_name(table)} not found")
+        self._delete(self.paths.idealstate(table))
+        self._delete(self.paths.externalview(table), recursive=True)
+        self._delete(self.paths.segments(table), recursive=True)
+        self._delete(self.paths.table_config(table))
+        self._delete(self.paths.instance_partitions(f"{raw_table_name(table)}_CONSUMING"))
+
+        def drop_broker_entry(record):
+            if table not in record.map_fields:
+                return None
+            out = record.copy()
+            del out.map_fields[table]
+            out.simple_fields["NUM_PARTITIONS"] = str(len(out.map_fields))
+            return out
+
+        if self.zk.exists(self.paths.idealstate(BROKER_RESOURCE)) is not None:
+            update_record(self.zk, self.paths.idealstate(BROKER_RESOURCE), drop_broker_entry)
+        return table
+
+    # --- views of a table ------------------------------------------------------------------------
+    def idealstate(self, name: str) -> dict[str, dict[str, str]]:
+        table = self.table_name(name)
+        self._config(table)
+        found = read_record(self.zk, self.paths.idealstate(table))
+        return {} if found is None else found.record.map_fields
+
+    def externalview(self, name: str) -> dict[str, dict[str, str]]:
+        table = self.table_name(name)
+        self._config(table)
+        found = read_record(self.zk, self.paths.externalview(table))
+        return {} if found is None else found.record.map_fields
+
+    def segment_names(self, name: str) -> list[str]:
+        table = self.table_name(name)
+        self._config(table)
+        return sorted(self._children(self.paths.segments(table)))
+
+    def segment_metadata(self, name: str, segment: str) -> SegmentZKMetadata:
+        table = self.table_name(name)
+        self._config(table)
+        found = read_record(self.zk, self.paths.segment(table, segment))
+        if found is None:
+            raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
+        return SegmentZKMetadata.from_znrecord(found.record)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _children(self, path: str) -> list[str]:
+        try:
+            return self.zk.get_children(path)
+        except NoNodeError:
+            return []
+
+    def _delete(self, path: str, recursive: bool = False) -> None:
+        try:
+            self.zk.delete(path, recursive=recursive)
+        except NoNodeError:
+            pass
+        except NotEmptyError:
+            self.zk.delete(path, recursive=True)
+
+
+def metadata_as_map(metadata: SegmentZKMetadata) -> dict[str, str]:
+    """Pinot's `GET /segments/{t}/{s}/metadata` shape: the simpleFields, plus custom.map as JSON."""
+    record = metadata.to_znrecord()
+    out = dict(sorted(record.simple_fields.items()))
+    if record.map_fields.get("custom.map"):
+        out["custom.map"] = json.dumps(record.map_fields["custom.map"], separators=(",", ":"))
+    return out

@@ -1,0 +1,144 @@
+"""Produce rows to a topic of the embedded Redis stream at settings.REDIS_URL.
+
+    manage.py produce --topic T --partitions N --rate R (--file rows.json | --schema S)
+                      [--count C] [--key-field F] [--key-prefix P] [--batch-size B]
+
+The topic is created with N partitions when missing, and grown to N when it has fewer; asking for
+fewer partitions than it has is refused (partition counts only grow). `--file` replays a JSON-lines
+or JSON-array file once, as written (`--count` stops earlier); `--schema` generates rows from a
+Pinot schema until `--count` rows or Ctrl-C. Each row carries a unique key field (see
+`tables.streams.producer`), which also picks its partition. A progress line is printed at most
+once a second, and a summary line at the end (also after Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from tables.redisconn import get_redis
+from tables.streams.base import StreamError, TopicExists
+from tables.streams.producer import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_KEY_FIELD,
+    Producer,
+    ProduceStats,
+    SourceRow,
+    read_rows,
+    synthetic_rows,
+)
+from tables.streams.redis_streams import DEFAULT_KEY_PREFIX, RedisStreamProvider, RedisTopicAdmin
+
+
+class Command(BaseCommand):
+    help = "Produce rows (a file replayed, or generated from a Pinot schema) to an embedded topic."
+    requires_system_checks = []  # it needs Redis only; a ZooKeeper outage must not block it
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--topic", required=True)
+        parser.add_argument("--partitions", type=int, required=True)
+        parser.add_argument(
+            "--rate", type=float, required=True, help="rows per second; 0 = as fast as possible"
+        )
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--file", type=Path, help="JSON lines or a JSON array of objects")
+        source.add_argument("--schema", type=Path, help="a Pinot schema JSON file")
+        parser.add_argument("--count", type=int, default=None, help="stop after this many rows")
+        parser.add_argument("--key-field", default=DEFAULT_KEY_FIELD)
+        parser.add_argument("--key-prefix", default=DEFAULT_KEY_PREFIX, help="Redis key prefix")
+        parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+
+    def handle(self, *args: object, **options: Any) -> None:
+        topic: str = options["topic"]
+        partitions: int = options["partitions"]
+        if partitions < 1 or options["rate"] < 0 or (options["count"] or 0) < 0:
+            raise CommandError("--partitions must be >= 1; --rate and --count must be >= 0")
+        if options["batch_size"] < 1:
+            raise CommandError("--batch-size must be >= 1")
+        rows = self._rows(options)
+        admin = RedisTopicAdmin(get_redis(settings.REDIS_URL), options["key_prefix"])
+        self._provider = admin.provider(topic)
+        producer = Producer(
+            admin,
+            topic,
+            partitions,
+            rate=options["rate"],
+            count=options["count"],
+            key_field=options["key_field"],
+            batch_size=options["batch_size"],
+            on_progress=self._progress,
+        )
+        interrupted = False
+        try:
+            self._ensure_topic(admin, topic, partitions)
+            producer.run(rows)
+        except KeyboardInterrupt:
+            interrupted = True
+        except (StreamError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        except redis.RedisError as exc:
+            raise CommandError(f"Redis at {settings.REDIS_URL} failed: {exc}") from exc
+        self._summary(producer.stats, topic, partitions, interrupted)
+
+    def _rows(self, options: dict[str, Any]) -> Iterable[SourceRow]:
+        if options["file"] is not None:
+            try:
+                return list(read_rows(options["file"]))  # all parsed before the first row goes
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"cannot replay rows: {exc}") from exc
+        try:
+            schema = json.loads(Path(options["schema"]).read_text(encoding="utf-8"))
+            if not isinstance(schema, dict):
+                raise ValueError("a schema is a JSON object")
+            return synthetic_rows(
+                schema, lambda: time.time_ns() // 1_000_000, skip=(options["key_field"],)
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"cannot use schema {options['schema']}: {exc}") from exc
+
+    def _ensure_topic(self, admin: RedisTopicAdmin, topic: str, partitions: int) -> None:
+        try:
+            admin.create_topic(topic, partitions)
+            self.stdout.write(f"created topic {topic!r} with {partitions} partitions")
+            return
+        except TopicExists:
+            pass
+        current = admin.partition_count(topic)
+        if partitions < current:
+            raise CommandError(
+                f"topic {topic!r} has {current} partitions; refusing to decrease it to "
+                f"{partitions} (partition counts only grow)"
+            )
+        if partitions > current:
+            admin.add_partitions(topic, partitions)
+            self.stdout.write(f"topic {topic!r}: partitions {current} -> {partitions}")
+
+    def _offsets(self, partitions: int) -> str:
+        provider: RedisStreamProvider = self._provider
+        try:
+            return " ".join(f"p{p}={provider.latest_offset(p)}" for p in range(partitions))
+        except (StreamError, ValueError, redis.RedisError) as exc:
+            return f"unavailable ({exc})"
+
+    def _progress(self, stats: ProduceStats) -> None:
+        rate = stats.rows_per_second(time.monotonic())
+        partitions = self._provider.partition_count()
+        self.stdout.write(
+            f"{stats.rows} rows, {rate:.1f} rows/s, latest offsets {self._offsets(partitions)}"
+        )
+
+    def _summary(self, stats: ProduceStats, topic: str, partitions: int, interrupted: bool) -> None:
+        elapsed = time.monotonic() - stats.started
+        status = "interrupted" if interrupted else "done"
+        self.stdout.write(
+            f"{status}: {stats.rows} rows to topic {topic!r} ({partitions} partitions) in "
+            f"{elapsed:.1f} s ({stats.rows_per_second(time.monotonic()):.1f} rows/s), "
+            f"latest offsets {self._offsets(partitions)}"
+        )

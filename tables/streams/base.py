@@ -1,0 +1,253 @@
+"""The one stream interface: partitioned topics of messages addressed by integer offsets.
+
+Offsets. Every message of a partition has an `int` offset; offsets are totally ordered within a
+partition and assigned in produce order. Each plugin documents its first offset (the embedded
+Redis plugin starts at 1). Two offsets describe a partition at any instant:
+
+- the *latest offset* is the offset the next produced message will get (Kafka's log-end offset);
+- the *earliest offset* is the first offset still available; it equals the latest offset when the
+  partition holds nothing (new, or everything was trimmed by retention).
+
+A consumer that stores "the next offset to read" (a segment's start or end offset) can always
+resume from it: `fetch` returns messages with offsets `>= start_offset` in order, and
+`MessageBatch.next_offset` is where the following fetch starts.
+
+Data loss. When retention removed messages a consumer has not read yet, a fetch from the old offset
+cannot return them. `fetch` never hides that: `MessageBatch.data_loss` is true when the requested
+start offset is below the earliest still-available offset (or messages inside the requested range
+are missing), and `first_available_offset` says where the stream resumed. The number of lost
+offsets is `first_available_offset - start_offset`. Consumers count and report each loss.
+
+Plugins register a factory under their `streamType` and are built from a table's stream config map
+(Pinot's keys: `streamType`, `stream.<type>.topic.name`, `stream.<type>.<prop>`) by `provider_for`.
+`TopicAdmin` is the write side of a stream the project runs itself (the embedded one): creating
+topics, producing and retention trimming, for the produce command and tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+
+__all__ = [
+    "LARGEST",
+    "SMALLEST",
+    "MessageBatch",
+    "ProviderFactory",
+    "StreamError",
+    "StreamMessage",
+    "StreamProvider",
+    "TopicAdmin",
+    "TopicExists",
+    "TopicNotFound",
+    "UnknownStreamType",
+    "fetch_timeout_ms",
+    "offset_reset_criteria",
+    "provider_for",
+    "register_stream_type",
+    "stream_property",
+    "stream_types",
+]
+
+SMALLEST = "smallest"
+LARGEST = "largest"
+DEFAULT_OFFSET_RESET = LARGEST  # Pinot's default when auto.offset.reset is absent
+DEFAULT_FETCH_TIMEOUT_MS = 5000
+
+
+class StreamError(Exception):
+    """A stream could not be reached, configured or used."""
+
+
+class UnknownStreamType(StreamError):
+    """No plugin is registered for the `streamType` of a stream config."""
+
+
+class TopicNotFound(StreamError):
+    """The topic does not exist (or was deleted)."""
+
+
+class TopicExists(StreamError):
+    """`create_topic` found the topic already there."""
+
+
+@dataclass(frozen=True)
+class StreamMessage:
+    offset: int
+    value: bytes
+    timestamp_ms: int  # producer time, epoch milliseconds
+
+
+@dataclass(frozen=True)
+class MessageBatch:
+    """What one fetch returned.
+
+    `messages` are in offset order, all `>= start_offset`. `next_offset` is where the next fetch
+    starts (one past the last message, or where the stream resumed when nothing came back).
+    `first_available_offset` is the earliest offset the stream still held when it was read.
+    `data_loss` is true when offsets at or after the requested start were no longer available.
+    """
+
+    messages: list[StreamMessage]
+    next_offset: int
+    first_available_offset: int
+    data_loss: bool
+
+
+class StreamProvider(ABC):
+    """Read access to one topic. Safe to share between threads unless a plugin says otherwise."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+    @abstractmethod
+    def partition_count(self) -> int:
+        """The topic's current partition count; raises TopicNotFound."""
+
+    @abstractmethod
+    def earliest_offset(self, partition: int) -> int:
+        """The first offset still available (== latest_offset when the partition is empty)."""
+
+    @abstractmethod
+    def latest_offset(self, partition: int) -> int:
+        """The offset the next produced message will get."""
+
+    def offset_for_criteria(self, partition: int, criteria: str) -> int:
+        """Pinot's `auto.offset.reset`: "smallest" -> earliest, "largest" -> latest."""
+        value = criteria.strip().lower()
+        if value == SMALLEST:
+            return self.earliest_offset(partition)
+        if value == LARGEST:
+            return self.latest_offset(partition)
+        raise ValueError(
+            f"offset criteria {criteria!r} is not supported (use {SMALLEST!r} or {LARGEST!r})"
+        )
+
+    @abstractmethod
+    def fetch(
+        self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
+    ) -> MessageBatch:
+        """Up to `max_messages` messages from `start_offset` on.
+
+        Blocks up to `timeout_ms` when nothing at or after the start is available yet, and returns
+        an empty batch after the timeout (`timeout_ms <= 0`: never blocks).
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook; providers without resources keep it
+        """Release what the provider holds. The default holds nothing."""
+
+    def __enter__(self) -> StreamProvider:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class TopicAdmin(ABC):
+    """The write side of a stream this project runs itself."""
+
+    @abstractmethod
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create `topic` with `partitions` empty partitions; raises TopicExists."""
+
+    @abstractmethod
+    def add_partitions(self, topic: str, new_count: int) -> None:
+        """Raise the partition count to `new_count`; ValueError unless it increases."""
+
+    @abstractmethod
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count; raises TopicNotFound."""
+
+    @abstractmethod
+    def topic_exists(self, topic: str) -> bool: ...
+
+    @abstractmethod
+    def produce(self, topic: str, partition: int, values: list[bytes], now_ms: int) -> list[int]:
+        """Append `values` in order with producer time `now_ms`; returns their offsets."""
+
+    def produce_many(
+        self, topic: str, batches: Mapping[int, list[bytes]], now_ms: int
+    ) -> dict[int, list[int]]:
+        """`produce` for several partitions at once (plugins may do it in one round trip)."""
+        return {p: self.produce(topic, p, values, now_ms) for p, values in batches.items()}
+
+    @abstractmethod
+    def trim_before(self, topic: str, partition: int, offset: int) -> int:
+        """Exactly remove every message with an offset below `offset`; returns how many."""
+
+    @abstractmethod
+    def delete_topic(self, topic: str) -> bool:
+        """Remove the topic and its messages; returns whether it existed."""
+
+
+# --- stream config and the plugin registry ---------------------------------------------------
+
+ProviderFactory = Callable[[str, Mapping[str, str], str], StreamProvider]
+"""`factory(topic, stream_config, default_redis_url)` -> a provider for that topic."""
+
+_registry: dict[str, ProviderFactory] = {}
+_registry_lock = threading.Lock()
+
+
+def register_stream_type(name: str, factory: ProviderFactory) -> None:
+    """Make `streamType: <name>` build providers with `factory` (a later call replaces it)."""
+    with _registry_lock:
+        _registry[name] = factory
+
+
+def stream_types() -> list[str]:
+    with _registry_lock:
+        return sorted(_registry)
+
+
+def stream_property(stream_config: Mapping[str, str], prop: str) -> str | None:
+    """The value of `stream.<streamType>.<prop>`, or None."""
+    stream_type = stream_config.get("streamType", "")
+    return stream_config.get(f"stream.{stream_type}.{prop}")
+
+
+def offset_reset_criteria(stream_config: Mapping[str, str]) -> str:
+    """`stream.<type>.consumer.prop.auto.offset.reset`, "largest" when absent (as in Pinot)."""
+    value = stream_property(stream_config, "consumer.prop.auto.offset.reset")
+    return value.strip().lower() if value else DEFAULT_OFFSET_RESET
+
+
+def fetch_timeout_ms(stream_config: Mapping[str, str]) -> int:
+    """`stream.<type>.fetch.timeout.millis`, 5000 when absent (as in Pinot)."""
+    value = stream_property(stream_config, "fetch.timeout.millis")
+    if value is None or not value.strip():
+        return DEFAULT_FETCH_TIMEOUT_MS
+    try:
+        return int(value)
+    except ValueError:
+        raise StreamError(f"fetch.timeout.millis={value!r} is not an integer") from None
+
+
+def provider_for(stream_config: Mapping[str, str], default_redis_url: str) -> StreamProvider:
+    """A provider for the topic of a Pinot stream config map.
+
+    Reads `streamType` and `stream.<type>.topic.name`; raises UnknownStreamType when no plugin is
+    registered for the type, StreamError when a key is missing.
+    """
+    stream_type = (stream_config.get("streamType") or "").strip()
+    if not stream_type:
+        raise StreamError("stream config has no streamType")
+    with _registry_lock:
+        factory = _registry.get(stream_type)
+        known = ", ".join(sorted(_registry)) or "none"
+    if factory is None:
+        raise UnknownStreamType(
+            f"stream type {stream_type!r} has no plugin in this installation (known: {known})"
+        )
+    topic = stream_config.get(f"stream.{stream_type}.topic.name")
+    if not topic:
+        raise StreamError(f"stream config has no stream.{stream_type}.topic.name")
+    return factory(topic, stream_config, default_redis_url)

@@ -1,0 +1,322 @@
+"""The embedded default stream (`streamType: redis`): one Redis stream per partition.
+
+Layout, under a key prefix (default "pinot:stream:"; tests pass their own):
+
+- `<prefix><topic>:meta`: a hash whose `partitions` field is the partition count;
+- `<prefix><topic>:<partition>`: a Redis stream per partition (absent until its first message).
+
+Offsets. Every entry's id is `0-<offset>`: the stream's sequence number IS the offset. Redis never
+accepts the id 0-0, so **the first offset of a partition is 1** (`FIRST_OFFSET`). Producers append
+with `XADD <key> 0-* ...` inside one Lua script per batch, so Redis assigns the next sequence number
+atomically: concurrent producers never reuse an offset, and one batch gets contiguous offsets. The
+latest offset is `last-generated-id + 1` from `XINFO STREAM`, which survives trimming; a partition
+never written has earliest == latest == 1. Needs Redis >= 7.0 (`0-*` ids).
+
+Entries carry two fields: `v` (the message bytes) and `t` (producer time, epoch ms).
+
+Retention. `trim_before` is exact (`XTRIM MINID` without `~`); the approximate form only drops
+whole radix-tree nodes of about 100 entries and may remove nothing at all.
+
+Data-loss detection. Redis reads from a trimmed id do not fail: `XRANGE`/`XREAD` silently start at
+the first surviving entry. So `fetch` reads the first entry and the requested range in one
+MULTI/EXEC snapshot and compares offsets itself: the batch reports `data_loss` when the requested
+start is below the first available offset (or the first message returned is past the start). When
+a partition was trimmed to nothing, the first available offset is the latest offset.
+
+Blocking. When nothing is available at or after the start, `fetch` waits with `XREAD BLOCK`. The
+wait is cut into slices shorter than the client's socket timeout (redis-py does not extend it for
+blocking commands and would raise TimeoutError), until `timeout_ms` has passed.
+
+Fetching from an offset beyond the latest offset waits until that offset is produced. Fetching a
+partition number the topic does not have raises ValueError.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import redis
+
+from tables.redisconn import get_redis
+from tables.streams.base import (
+    MessageBatch,
+    StreamError,
+    StreamMessage,
+    StreamProvider,
+    TopicAdmin,
+    TopicExists,
+    TopicNotFound,
+    register_stream_type,
+)
+
+__all__ = [
+    "DEFAULT_KEY_PREFIX",
+    "FIRST_OFFSET",
+    "STREAM_TYPE",
+    "RedisStreamProvider",
+    "RedisTopicAdmin",
+    "provider_from_config",
+]
+
+STREAM_TYPE = "redis"
+DEFAULT_KEY_PREFIX = "pinot:stream:"
+FIRST_OFFSET = 1
+VALUE_FIELD = b"v"
+TIME_FIELD = b"t"
+
+# KEYS: meta, stream. ARGV: partition, now_ms, value... Returns the first id written.
+_PRODUCE_LUA = """
+local count = tonumber(redis.call('HGET', KEYS[1], 'partitions'))
+if not count then return redis.error_reply('NOTOPIC') end
+local partition = tonumber(ARGV[1])
+if partition >= count then return redis.error_reply('NOPARTITION ' .. count) end
+local first = false
+for i = 3, #ARGV do
+  local id = redis.call('XADD', KEYS[2], '0-*', 'v', ARGV[i], 't', ARGV[2])
+  if not first then first = id end
+end
+return first
+"""
+
+# KEYS: meta. ARGV: new count. Returns the old count.
+_ADD_PARTITIONS_LUA = """
+local count = tonumber(redis.call('HGET', KEYS[1], 'partitions'))
+if not count then return redis.error_reply('NOTOPIC') end
+if tonumber(ARGV[1]) <= count then return redis.error_reply('NOTINCREASE ' .. count) end
+redis.call('HSET', KEYS[1], 'partitions', ARGV[1])
+return count
+"""
+
+
+class _Keys:
+    def __init__(self, prefix: str, topic: str) -> None:
+        self.meta = f"{prefix}{topic}:meta"
+        self._stream = f"{prefix}{topic}:"
+
+    def partition(self, partition: int) -> str:
+        return f"{self._stream}{partition}"
+
+
+def _offset(entry_id: bytes | str) -> int:
+    raw = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    ms, _, seq = raw.partition("-")
+    if ms != "0":
+        raise StreamError(f"entry id {raw} was not written by this plugin (expected 0-<offset>)")
+    return int(seq)
+
+
+def _entry_id(offset: int) -> str:
+    return f"0-{offset}"
+
+
+def _message(entry: tuple[bytes, dict[bytes, bytes]]) -> StreamMessage:
+    entry_id, fields = entry
+    return StreamMessage(
+        offset=_offset(entry_id),
+        value=fields.get(VALUE_FIELD, b""),
+        timestamp_ms=int(fields.get(TIME_FIELD, b"0")),
+    )
+
+
+def _count(raw: bytes | str | None, topic: str) -> int:
+    if raw is None:
+        raise TopicNotFound(f"topic {topic!r} does not exist")
+    return int(raw)
+
+
+def _check_partition(topic: str, partition: int, count: int) -> None:
+    if not 0 <= partition < count:
+        raise ValueError(f"topic {topic!r} has no partition {partition} ({count} partitions)")
+
+
+def _script_error(exc: redis.ResponseError, topic: str, partition: int | None = None) -> Exception:
+    message = str(exc)
+    if message.startswith("NOTOPIC"):
+        return TopicNotFound(f"topic {topic!r} does not exist")
+    if message.startswith("NOPARTITION"):
+        count = message.split()[-1]
+        return ValueError(f"topic {topic!r} has no partition {partition} ({count} partitions)")
+    return StreamError(f"redis refused the write to {topic!r}: {message}")
+
+
+class RedisStreamProvider(StreamProvider):
+    """Reads one topic of the embedded stream through a (shared, thread-safe) redis-py client.
+
+    `close()` releases nothing: the client and its pool belong to the caller.
+    """
+
+    def __init__(
+        self, client: redis.Redis, topic: str, key_prefix: str = DEFAULT_KEY_PREFIX
+    ) -> None:
+        super().__init__(topic)
+        self._client = client
+        self._keys = _Keys(key_prefix, topic)
+        socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        # Each XREAD BLOCK must return before the socket read times out.
+        self._max_block_ms = None if socket_timeout is None else max(10, int(socket_timeout * 500))
+
+    def partition_count(self) -> int:
+        return _count(self._client.hget(self._keys.meta, "partitions"), self.topic)
+
+    def earliest_offset(self, partition: int) -> int:
+        _check_partition(self.topic, partition, self.partition_count())
+        return self._bounds(self._keys.partition(partition))[0]
+
+    def latest_offset(self, partition: int) -> int:
+        _check_partition(self.topic, partition, self.partition_count())
+        return self._bounds(self._keys.partition(partition))[1]
+
+    def fetch(
+        self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
+    ) -> MessageBatch:
+        if start_offset < 0:
+            raise ValueError(f"start offset {start_offset} is negative")
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be at least 1, not {max_messages}")
+        start = max(start_offset, FIRST_OFFSET)  # offsets below 1 never existed: nothing lost
+        key = self._keys.partition(partition)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hget(self._keys.meta, "partitions")
+        pipe.xrange(key, min="-", max="+", count=1)
+        pipe.xrange(key, min=_entry_id(start), max="+", count=max_messages)
+        raw_count, first, entries = pipe.execute()
+        _check_partition(self.topic, partition, _count(raw_count, self.topic))
+
+        # An empty partition may still have had messages, all trimmed: XINFO knows where it ends
+        # (and, should a producer have written since the snapshot, where it now starts).
+        earliest = _offset(first[0][0]) if first else self._bounds(key)[0]
+        read_from = max(start, earliest)
+        if not entries and timeout_ms > 0:
+            entries = self._wait_for(key, read_from, max_messages, timeout_ms)
+        messages = [_message(entry) for entry in entries]
+        if messages and messages[0].offset > read_from:
+            # Offsets [read_from, first) vanished: trimmed while we waited (or XDEL'd by hand).
+            earliest = messages[0].offset
+        data_loss = start < earliest
+        next_offset = messages[-1].offset + 1 if messages else read_from
+        return MessageBatch(messages, next_offset, earliest, data_loss)
+
+    def _wait_for(
+        self, key: str, offset: int, max_messages: int, timeout_ms: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Block until entries at or after `offset` exist, or `timeout_ms` passes."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        after = _entry_id(offset - 1)  # XREAD returns ids strictly greater; "0-0" is fine here
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                return []
+            block_ms = remaining_ms
+            if self._max_block_ms is not None:
+                block_ms = min(block_ms, self._max_block_ms)
+            # BLOCK 0 would wait forever: never pass it.
+            reply = self._client.xread({key: after}, count=max_messages, block=max(1, block_ms))
+            if reply:
+                return reply[0][1]
+
+    def _bounds(self, key: str) -> tuple[int, int]:
+        """(earliest, latest) of one partition's stream, from one XINFO STREAM."""
+        try:
+            info = self._client.xinfo_stream(key)
+        except redis.ResponseError as exc:
+            if "no such key" in str(exc).lower():
+                return FIRST_OFFSET, FIRST_OFFSET
+            raise
+        latest = _offset(info["last-generated-id"]) + 1
+        first = info.get("first-entry")
+        return (_offset(first[0]) if first else latest), latest
+
+
+class RedisTopicAdmin(TopicAdmin):
+    """Creates, writes and trims topics of the embedded stream."""
+
+    def __init__(self, client: redis.Redis, key_prefix: str = DEFAULT_KEY_PREFIX) -> None:
+        self._client = client
+        self._prefix = key_prefix
+        self._produce = client.register_script(_PRODUCE_LUA)
+        self._add_partitions = client.register_script(_ADD_PARTITIONS_LUA)
+
+    def provider(self, topic: str) -> RedisStreamProvider:
+        """A reader of `topic` over the same client and key prefix."""
+        return RedisStreamProvider(self._client, topic, self._prefix)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        if partitions < 1:
+            raise ValueError(f"a topic needs at least one partition, not {partitions}")
+        if not self._client.hsetnx(_Keys(self._prefix, topic).meta, "partitions", partitions):
+            raise TopicExists(f"topic {topic!r} already exists")
+
+    def add_partitions(self, topic: str, new_count: int) -> None:
+        try:
+            self._add_partitions(keys=[_Keys(self._prefix, topic).meta], args=[new_count])
+        except redis.ResponseError as exc:
+            if str(exc).startswith("NOTINCREASE"):
+                current = str(exc).split()[-1]
+                raise ValueError(
+                    f"topic {topic!r} has {current} partitions; the count can only increase "
+                    f"(asked for {new_count})"
+                ) from None
+            raise _script_error(exc, topic) from None
+
+    def partition_count(self, topic: str) -> int:
+        return _count(self._client.hget(_Keys(self._prefix, topic).meta, "partitions"), topic)
+
+    def topic_exists(self, topic: str) -> bool:
+        return bool(self._client.exists(_Keys(self._prefix, topic).meta))
+
+    def produce(self, topic: str, partition: int, values: list[bytes], now_ms: int) -> list[int]:
+        return self.produce_many(topic, {partition: values}, now_ms).get(partition, [])
+
+    def produce_many(
+        self, topic: str, batches: Mapping[int, list[bytes]], now_ms: int
+    ) -> dict[int, list[int]]:
+        """One pipelined round trip; each partition's batch is atomic and contiguous."""
+        keys = _Keys(self._prefix, topic)
+        order = [(p, values) for p, values in batches.items() if values]
+        pipe = self._client.pipeline(transaction=False)
+        for partition, values in order:
+            if partition < 0:
+                raise ValueError(f"partition {partition} is negative")
+            self._produce(
+                keys=[keys.meta, keys.partition(partition)],
+                args=[partition, now_ms, *values],
+                client=pipe,
+            )
+        replies = pipe.execute(raise_on_error=False)
+        offsets: dict[int, list[int]] = {p: [] for p in batches}
+        for (partition, values), reply in zip(order, replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                raise _script_error(reply, topic, partition)
+            first = _offset(reply)
+            offsets[partition] = list(range(first, first + len(values)))
+        return offsets
+
+    def trim_before(self, topic: str, partition: int, offset: int) -> int:
+        if offset <= FIRST_OFFSET:
+            return 0
+        key = _Keys(self._prefix, topic).partition(partition)
+        return int(self._client.xtrim(key, minid=_entry_id(offset), approximate=False))
+
+    def delete_topic(self, topic: str) -> bool:
+        keys = _Keys(self._prefix, topic)
+        raw = self._client.hget(keys.meta, "partitions")
+        if raw is None:
+            return False
+        self._client.delete(keys.meta, *(keys.partition(p) for p in range(int(raw))))
+        return True
+
+
+def provider_from_config(
+    topic: str, stream_config: Mapping[str, str], default_redis_url: str
+) -> RedisStreamProvider:
+    """The registered factory: `stream.redis.url` (else the default) and `stream.redis.key.prefix`.
+
+    `stream.redis.key.prefix` is this project's own key (default "pinot:stream:").
+    """
+    url = stream_config.get("stream.redis.url") or default_redis_url
+    prefix = stream_config.get("stream.redis.key.prefix") or DEFAULT_KEY_PREFIX
+    return RedisStreamProvider(get_redis(url), topic, prefix)
+
+
+register_stream_type(STREAM_TYPE, provider_from_config)

@@ -1,0 +1,59 @@
+"""ZNRecords in ZooKeeper: versioned reads, creates, and compare-and-set updates.
+
+`update_record` is `tables.zk.store.update` at the ZNRecord level: `mutate` gets a copy of the
+current record and returns the new one (or None for "no change"); it may run several times under
+contention, so it must not have side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from tables.domain.znrecord import ZNRecord
+from tables.zk import codec, store
+
+__all__ = ["VersionedRecord", "create_record", "read_record", "update_record", "write_record"]
+
+
+@dataclass(frozen=True)
+class VersionedRecord:
+    record: ZNRecord
+    version: int
+    mtime_ms: int
+
+
+def read_record(client: KazooClient, path: str) -> VersionedRecord | None:
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None
+    return VersionedRecord(codec.decode(data), stat.version, stat.mtime)
+
+
+def create_record(
+    client: KazooClient, path: str, record: ZNRecord, ephemeral: bool = False
+) -> None:
+    """Create the znode (and its parents); NodeExistsError if it is there already."""
+    client.create(path, codec.encode(record), makepath=True, ephemeral=ephemeral)
+
+
+def write_record(client: KazooClient, path: str, record: ZNRecord, version: int) -> int:
+    """Set the znode only if its version is still `version`; returns the new version."""
+    return client.set(path, codec.encode(record), version=version).version
+
+
+def update_record(
+    client: KazooClient, path: str, mutate: Callable[[ZNRecord], ZNRecord | None]
+) -> VersionedRecord:
+    """Compare-and-set `mutate` over the record at `path`, retried on version conflicts."""
+
+    def apply(data: bytes) -> bytes | None:
+        new = mutate(codec.decode(data))
+        return None if new is None else codec.encode(new)
+
+    result = store.update(client, path, apply)
+    return VersionedRecord(codec.decode(result.data), result.version, result.mtime_ms)

@@ -1,0 +1,254 @@
+"""The embedded Redis Streams plugin against the real test Redis."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from tables.streams import (
+    StreamError,
+    TopicExists,
+    TopicNotFound,
+    UnknownStreamType,
+    fetch_timeout_ms,
+    offset_reset_criteria,
+    provider_for,
+    stream_types,
+)
+from tables.streams.redis_streams import FIRST_OFFSET, RedisStreamProvider, RedisTopicAdmin
+from tests.poll import wait_until
+
+pytestmark = pytest.mark.redis
+
+NOW_MS = 1_626_847_200_000
+
+
+@pytest.fixture
+def admin(redis_client, redis_prefix) -> RedisTopicAdmin:
+    return RedisTopicAdmin(redis_client, redis_prefix)
+
+
+@pytest.fixture
+def topic(admin) -> str:
+    admin.create_topic("events", 2)
+    return "events"
+
+
+@pytest.fixture
+def provider(redis_client, redis_prefix, topic) -> RedisStreamProvider:
+    return RedisStreamProvider(redis_client, topic, redis_prefix)
+
+
+def values(n: int, start: int = 0) -> list[bytes]:
+    return [f"row-{i}".encode() for i in range(start, start + n)]
+
+
+def read_all(provider: RedisStreamProvider, partition: int) -> list[tuple[int, bytes]]:
+    batch = provider.fetch(partition, FIRST_OFFSET, 100_000, timeout_ms=0)
+    return [(m.offset, m.value) for m in batch.messages]
+
+
+def test_offsets_start_at_one_and_are_contiguous_per_partition(admin, topic, provider):
+    assert admin.produce(topic, 0, values(3), NOW_MS) == [1, 2, 3]
+    assert admin.produce(topic, 1, values(2), NOW_MS) == [1, 2]
+    assert admin.produce(topic, 0, values(2, start=3), NOW_MS + 1) == [4, 5]
+    assert read_all(provider, 0) == list(zip(range(1, 6), values(5), strict=True))
+    assert [m.timestamp_ms for m in provider.fetch(0, 1, 10, 0).messages] == [NOW_MS] * 3 + [
+        NOW_MS + 1
+    ] * 2
+
+
+def test_earliest_and_latest_on_empty_and_filled_partitions(admin, topic, provider):
+    assert (provider.earliest_offset(0), provider.latest_offset(0)) == (1, 1)
+    admin.produce(topic, 0, values(4), NOW_MS)
+    assert (provider.earliest_offset(0), provider.latest_offset(0)) == (1, 5)
+    assert (provider.earliest_offset(1), provider.latest_offset(1)) == (1, 1)
+
+
+def test_fetch_from_the_middle_and_with_max_messages(admin, topic, provider):
+    admin.produce(topic, 0, values(6), NOW_MS)
+    middle = provider.fetch(0, 3, 100, timeout_ms=0)
+    assert [m.offset for m in middle.messages] == [3, 4, 5, 6]
+    assert (middle.next_offset, middle.first_available_offset, middle.data_loss) == (7, 1, False)
+
+    first = provider.fetch(0, 1, 2, timeout_ms=0)
+    assert [m.value for m in first.messages] == values(2)
+    second = provider.fetch(0, first.next_offset, 2, timeout_ms=0)
+    assert [m.offset for m in second.messages] == [3, 4]
+
+
+def test_a_caught_up_fetch_returns_an_empty_batch_after_its_timeout(admin, topic, provider):
+    admin.produce(topic, 0, values(2), NOW_MS)
+    batch = provider.fetch(0, 3, 10, timeout_ms=50)
+    assert batch.messages == []
+    assert (batch.next_offset, batch.first_available_offset, batch.data_loss) == (3, 1, False)
+
+
+def test_a_blocking_fetch_returns_what_another_thread_produces(
+    admin, topic, provider, redis_client
+):
+    result = {}
+
+    def consume() -> None:
+        result["batch"] = provider.fetch(1, provider.latest_offset(1), 10, timeout_ms=60_000)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    # Make it likely that the fetch is already blocked in XREAD; the result is the same either way.
+    wait_until(
+        lambda: any(c.get("cmd") == "xread" for c in redis_client.client_list()),
+        timeout=10,
+        what="a client blocked in XREAD",
+    )
+    admin.produce(topic, 1, [b"late"], NOW_MS)
+    consumer.join(timeout=60)
+    assert not consumer.is_alive()
+    batch = result["batch"]
+    assert [(m.offset, m.value) for m in batch.messages] == [(1, b"late")]
+    assert (batch.next_offset, batch.data_loss) == (2, False)
+
+
+def test_a_blocking_fetch_may_outlast_the_client_socket_timeout(topic, redis_prefix, settings):
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5)
+    provider = RedisStreamProvider(client, topic, redis_prefix)
+    # One XREAD BLOCK 1200 would hit the 0.5 s socket timeout; the plugin waits in slices.
+    batch = provider.fetch(0, 1, 10, timeout_ms=1200)
+    assert batch.messages == []
+    assert (batch.next_offset, batch.data_loss) == (1, False)
+    client.close()
+
+
+def test_exact_trim_then_a_fetch_from_a_trimmed_offset_reports_data_loss(admin, topic, provider):
+    admin.produce(topic, 0, values(250), NOW_MS)
+    assert admin.trim_before(topic, 0, 101) == 100  # exact: approximate trimming would drop 0
+    assert (provider.earliest_offset(0), provider.latest_offset(0)) == (101, 251)
+
+    batch = provider.fetch(0, 40, 5, timeout_ms=0)
+    assert batch.data_loss
+    assert batch.first_available_offset == 101
+    assert [m.offset for m in batch.messages] == [101, 102, 103, 104, 105]
+    assert batch.next_offset == 106
+
+    assert not provider.fetch(0, 101, 5, timeout_ms=0).data_loss
+    assert admin.trim_before(topic, 0, 101) == 0
+
+
+def test_a_partition_trimmed_to_nothing_reports_loss_and_skips_to_the_latest(
+    admin, topic, provider
+):
+    admin.produce(topic, 0, values(10), NOW_MS)
+    assert admin.trim_before(topic, 0, 11) == 10
+    assert (provider.earliest_offset(0), provider.latest_offset(0)) == (11, 11)
+    batch = provider.fetch(0, 4, 10, timeout_ms=20)
+    assert batch.messages == []
+    assert (batch.next_offset, batch.first_available_offset, batch.data_loss) == (11, 11, True)
+    # Offsets keep counting after a full trim: nothing is ever reused.
+    assert admin.produce(topic, 0, [b"next"], NOW_MS) == [11]
+
+
+def test_increasing_the_partition_count_keeps_old_data(admin, topic, provider):
+    admin.produce(topic, 0, values(3), NOW_MS)
+    admin.produce(topic, 1, values(2), NOW_MS)
+    admin.add_partitions(topic, 4)
+    assert provider.partition_count() == 4
+    assert read_all(provider, 0) == list(zip([1, 2, 3], values(3), strict=True))
+    assert [o for o, _ in read_all(provider, 1)] == [1, 2]
+    assert admin.produce(topic, 3, [b"new"], NOW_MS) == [1]
+    for bad in (4, 3):
+        with pytest.raises(ValueError, match="only increase"):
+            admin.add_partitions(topic, bad)
+
+
+def test_topics_are_created_once_and_deleted_with_their_data(admin, topic, redis_client):
+    with pytest.raises(TopicExists):
+        admin.create_topic(topic, 3)
+    admin.produce(topic, 1, values(2), NOW_MS)
+    assert admin.topic_exists(topic)
+    assert admin.delete_topic(topic)
+    assert not admin.topic_exists(topic)
+    assert not admin.delete_topic(topic)
+    with pytest.raises(TopicNotFound):
+        admin.produce(topic, 0, [b"x"], NOW_MS)
+
+
+def test_unknown_topics_and_partitions_are_refused(admin, topic, provider, redis_client):
+    with pytest.raises(ValueError, match="no partition 2"):
+        admin.produce(topic, 2, [b"x"], NOW_MS)
+    with pytest.raises(ValueError, match="no partition 2"):
+        provider.fetch(2, 1, 10, timeout_ms=0)
+    with pytest.raises(ValueError, match="no partition 5"):
+        provider.latest_offset(5)
+    missing = RedisStreamProvider(redis_client, "missing", "unused:")
+    with pytest.raises(TopicNotFound):
+        missing.partition_count()
+    with pytest.raises(TopicNotFound):
+        missing.fetch(0, 1, 10, timeout_ms=0)
+
+
+def test_offset_for_criteria(admin, topic, provider):
+    admin.produce(topic, 0, values(5), NOW_MS)
+    admin.trim_before(topic, 0, 3)
+    assert provider.offset_for_criteria(0, "smallest") == 3
+    assert provider.offset_for_criteria(0, "LARGEST") == 6
+    with pytest.raises(ValueError, match="not supported"):
+        provider.offset_for_criteria(0, "2d")
+
+
+def test_concurrent_producers_never_share_an_offset(admin, topic, provider):
+    threads, batches, size = 8, 20, 5
+
+    def produce(worker: int) -> None:
+        for b in range(batches):
+            admin.produce(topic, 0, [f"{worker}:{b}:{i}".encode() for i in range(size)], NOW_MS)
+
+    workers = [threading.Thread(target=produce, args=(w,)) for w in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    messages = read_all(provider, 0)
+    total = threads * batches * size
+    assert [offset for offset, _ in messages] == list(range(1, total + 1))
+    assert len({value for _, value in messages}) == total
+    # Each batch is atomic: its messages got contiguous offsets.
+    by_batch: dict[bytes, list[int]] = {}
+    for offset, value in messages:
+        by_batch.setdefault(value.rsplit(b":", 1)[0], []).append(offset)
+    assert all(o == list(range(o[0], o[0] + size)) for o in by_batch.values())
+
+
+def test_provider_for_builds_the_redis_plugin_from_a_stream_config(
+    admin, topic, redis_prefix, settings
+):
+    admin.produce(topic, 1, values(2), NOW_MS)
+    config = {
+        "streamType": "redis",
+        "stream.redis.topic.name": topic,
+        "stream.redis.key.prefix": redis_prefix,
+        "stream.redis.consumer.prop.auto.offset.reset": "smallest",
+    }
+    provider = provider_for(config, settings.REDIS_URL)
+    assert provider.partition_count() == 2
+    assert provider.offset_for_criteria(1, offset_reset_criteria(config)) == 1
+    assert provider.latest_offset(1) == 3
+    assert fetch_timeout_ms(config) == 5000
+    assert fetch_timeout_ms({**config, "stream.redis.fetch.timeout.millis": "250"}) == 250
+    assert offset_reset_criteria({"streamType": "redis"}) == "largest"
+    provider.close()
+
+
+def test_an_unknown_stream_type_names_the_known_ones(settings):
+    assert "redis" in stream_types()
+    config = {"streamType": "kafka", "stream.kafka.topic.name": "t"}
+    with pytest.raises(UnknownStreamType) as caught:
+        provider_for(config, settings.REDIS_URL)
+    # Other plugins may be registered in this process; "redis" always is.
+    message = str(caught.value)
+    assert message.startswith("stream type 'kafka' has no plugin in this installation (known: ")
+    assert "redis" in message.rsplit("known: ", 1)[1]
+    with pytest.raises(StreamError, match=r"stream\.redis\.topic\.name"):
+        provider_for({"streamType": "redis"}, settings.REDIS_URL)
+    with pytest.raises(StreamError, match="streamType"):
+        provider_for({}, settings.REDIS_URL)
