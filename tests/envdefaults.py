@@ -14,6 +14,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = ROOT / "var" / "test"
+# Pinot's own configs, schemas and rows: ../shared/fixtures/pinot beside the checkout, as CI has it.
+PINOT_FIXTURES = Path(
+    os.environ.get("PINOT_FIXTURES", ROOT.parent / "shared" / "fixtures" / "pinot")
+).resolve()
+if not (PINOT_FIXTURES / "githubEvents_schema.json").is_file():
+    raise SystemExit(
+        f"Pinot fixtures not found at {PINOT_FIXTURES}: tests need ../shared/fixtures/pinot beside "
+        "the checkout, or PINOT_FIXTURES pointing at a copy"
+    )
 ZK_PORT = int(os.environ.get("TEST_ZK_PORT", "21811"))
 REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "16380"))
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from tables.domain.znrecord import ZNRecord
 from tables.zk import codec, store
@@ -27,11 +26,10 @@ class VersionedRecord:
 
 
 def read_record(client: KazooClient, path: str) -> VersionedRecord | None:
-    try:
-        data, stat = client.get(path)
-    except NoNodeError:
+    found = store.read(client, path)
+    if found is None:
         return None
-    return VersionedRecord(codec.decode(data), stat.version, stat.mtime)
+    return VersionedRecord(codec.decode(found.data), found.version, found.mtime_ms)
 
 
 def create_record(

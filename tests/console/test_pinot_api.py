@@ -12,7 +12,6 @@ import subprocess
 import threading
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -26,10 +25,11 @@ from tables.zk.cluster import init_cluster
 from tables.zk.participants import register_participant
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import read_record, update_record
+from tests import envdefaults
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "pinot"
+FIXTURES = envdefaults.PINOT_FIXTURES
 PATHS = ClusterPaths("PinotCluster")
 SERVERS = ["Server_127.0.0.1_7001", "Server_127.0.0.1_7002", "Server_127.0.0.1_7003"]
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"

@@ -17,8 +17,9 @@ from tables.domain.schema import (
     schema_to_znrecord,
 )
 from tables.domain.znrecord import ZNRecord
+from tests import envdefaults
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "pinot"
+FIXTURES = envdefaults.PINOT_FIXTURES
 SCHEMA_FILES = sorted(FIXTURES.glob("*_schema.json"))
 
 

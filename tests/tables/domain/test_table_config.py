@@ -20,8 +20,9 @@ from tables.domain.table_config import (
     table_config_to_znrecord,
 )
 from tables.domain.znrecord import ZNRecord
+from tests import envdefaults
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "pinot"
+FIXTURES = envdefaults.PINOT_FIXTURES
 CONFIG_FILES = sorted(FIXTURES.glob("*_realtime_table_config.json"))
 FLUSH = "realtime.segment.flush."
 PEER_MESSAGE = (

@@ -6,17 +6,17 @@ import json
 import re
 import uuid
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from tables.streams.producer import partition_for_key
 from tables.streams.redis_streams import RedisStreamProvider, RedisTopicAdmin
+from tests import envdefaults
 
 pytestmark = pytest.mark.redis
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "pinot"
+FIXTURES = envdefaults.PINOT_FIXTURES
 GITHUB_EVENTS = FIXTURES / "githubEvents_2021-07-21-few-hours.json"
 GITHUB_SCHEMA = FIXTURES / "githubEvents_schema.json"
 

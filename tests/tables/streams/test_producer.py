@@ -8,7 +8,6 @@ import re
 import zlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,9 @@ from tables.streams.producer import (
     synthetic_rows,
     time_value,
 )
+from tests import envdefaults
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "pinot"
+FIXTURES = envdefaults.PINOT_FIXTURES
 NOW_MS = 1_626_847_200_123  # 2021-07-21T06:00:00.123Z
 
 
