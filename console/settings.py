@@ -145,6 +145,17 @@ DATABASES = {
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, workers and beat share the file: wait for a lock instead of failing, and let readers
+    # run beside a writer (WAL).
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+# The test runner's database; a file (not memory) so that worker processes in tests can share it.
+if env_str("DATABASE_TEST_NAME", ""):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("DATABASE_TEST_NAME", "")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

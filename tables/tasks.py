@@ -1,4 +1,8 @@
-"""Thin Celery tasks over the table services. `tables.spark_*` tasks run on the spark queue."""
+"""Thin Celery tasks over the table services. `tables.spark_*` tasks run on the spark queue.
+
+Tasks take names, offsets and keys only, and are idempotent: with acks_late, a task whose worker
+died is delivered again, and running it twice leaves the same result.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
+from tables.controller import builds, context
 from tables.segments.spark import get_session
 
 
@@ -24,3 +29,25 @@ def spark_probe() -> dict[str, object]:
         "version": spark.version,
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+@shared_task(name="tables.spark_build_segment", bind=True, ignore_result=False)
+def spark_build_segment(
+    self, table: str, segment: str, staging_key: str, start_offset: int, end_offset: int
+) -> dict[str, object]:
+    """Build a committed segment from a server's staged rows and publish it to the deep store."""
+    outcome = builds.build_segment(
+        context.current(), table, segment, staging_key, start_offset, end_offset, self.request.id
+    )
+    return outcome.as_dict()
+
+
+@shared_task(name="tables.spark_reingest_segment", bind=True, ignore_result=False)
+def spark_reingest_segment(
+    self, table: str, segment: str, start_offset: int, end_offset: int
+) -> dict[str, object]:
+    """Rebuild a segment from its offset range in the stream (re-ingestion)."""
+    outcome = builds.reingest_segment(
+        context.current(), table, segment, start_offset, end_offset, self.request.id
+    )
+    return outcome.as_dict()

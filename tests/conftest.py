@@ -5,7 +5,7 @@
   deleted afterwards).
 - `spark`: one SparkSession (local[1], UI off, loopback) for the whole session.
 - `celery_workers`: real worker processes (the default queue and the spark queue) and beat, as
-  the Procfile runs them, for the whole session.
+  the Procfile runs them, for the whole session; `worker_zk` is the ZooKeeper chroot they use.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kazoo.client import KazooClient
 from tables.redisconn import get_redis
 from tables.zk.client import close_all, new_client
 from tests import envdefaults
+from tests.cluster_fixtures import cluster, servers, topic  # noqa: F401  (shared fixtures)
 from tests.procs import CeleryProcesses
 
 CHROMIUM_ARGS = [
@@ -78,12 +79,28 @@ def spark():
 
 @pytest.fixture(scope="session")
 def celery_workers() -> Iterator[CeleryProcesses]:
-    procs = CeleryProcesses(envdefaults.VAR_DIR / "logs")
+    procs = CeleryProcesses(envdefaults.VAR_DIR / "logs", ZK_ROOT_HOSTS)
     procs.start()
     try:
         yield procs
     finally:
         procs.stop()
+
+
+@pytest.fixture
+def worker_zk(celery_workers, settings) -> Iterator[KazooClient]:
+    """Like `zk`, but in the Celery workers' chroot, so tasks see what the test wrote. Emptied
+    after each test."""
+    client = new_client(celery_workers.zk_hosts)
+    settings.ZK_HOSTS = celery_workers.zk_hosts
+    try:
+        yield client
+    finally:
+        for child in client.get_children("/"):
+            client.delete(f"/{child}", recursive=True)
+        client.stop()
+        client.close()
+        close_all()
 
 
 @pytest.fixture(scope="session")

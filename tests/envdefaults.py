@@ -32,6 +32,8 @@ os.environ.update(
         "ZK_HOSTS": f"127.0.0.1:{ZK_PORT}",
         "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
         "DATABASE_URL": f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+        # A file, so that the Celery workers the fixtures start see the test data.
+        "DATABASE_TEST_NAME": str(VAR_DIR / "test_db.sqlite3"),
         "DEEP_STORE_URI": (VAR_DIR / "deepstore").as_uri(),
         "SPARK_MASTER": "local[1]",
         "SPARK_LOCAL_IP": "127.0.0.1",

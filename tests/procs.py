@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from console.celery import app
+from tables.zk.client import new_client
 from tests.poll import wait_until
 
 WORKER = ["worker", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
@@ -18,20 +20,35 @@ WORKER = ["worker", "--loglevel", "INFO", "--without-mingle", "--without-gossip"
 class CeleryProcesses:
     """A default-queue worker (2 processes), a spark-queue worker (1 process) and beat."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, zk_root_hosts: str) -> None:
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen] = {}
         self.host = f"test-{os.getpid()}"
+        # The workers live for the whole session, so they get a ZooKeeper chroot of their own;
+        # tests that use them share it through the `worker_zk` fixture, which empties it after each.
+        self.zk_root_hosts = zk_root_hosts
+        self.zk_chroot = f"/celery-{uuid.uuid4().hex[:12]}"
+        self.zk_hosts = zk_root_hosts + self.zk_chroot
 
     def _spawn(self, name: str, args: list[str]) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = (self.log_dir / f"{name}.log").open("wb")
         cmd = [sys.executable, "-m", "celery", "-A", "console", *args]
+        # Workers use the test runner's database (a file), not the dev one.
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{os.environ['DATABASE_TEST_NAME']}",
+            "ZK_HOSTS": self.zk_hosts,
+        }
         self.procs[name] = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(), start_new_session=True
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
 
     def start(self) -> None:
+        root = new_client(self.zk_root_hosts)
+        root.ensure_path(self.zk_chroot)
+        root.stop()
+        root.close()
         var = Path(os.environ["VAR_DIR"])
         for stale in ("celerybeat.pid", "celerybeat-schedule"):
             (var / stale).unlink(missing_ok=True)
@@ -68,3 +85,7 @@ class CeleryProcesses:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        root = new_client(self.zk_root_hosts)
+        root.delete(self.zk_chroot, recursive=True)
+        root.stop()
+        root.close()

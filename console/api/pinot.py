@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+from django.http import FileResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tables.controller import context
+from tables.controller import builds, context
+from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager, metadata_as_map
 
 from .permissions import ReadAuthenticatedWriteAdmin
@@ -89,6 +91,25 @@ class TableExternalView(PinotView):
 class SegmentList(PinotView):
     def get(self, request: Request, table: str) -> Response:
         return Response([{"REALTIME": _manager().segment_names(table)}])
+
+
+class SegmentDownload(PinotView):
+    """The segment's tar from the deep store: the download URL servers fetch committed segments
+    from. Streamed, never read whole into memory."""
+
+    def get(self, request: Request, table: str, segment: str) -> FileResponse:
+        config = _manager().get_table_config(table)
+        store = builds.deep_store()
+        key = store.segment_key(config.raw_table_name, segment)
+        if not store.exists(key):
+            raise NotFound(
+                f"segment {segment} of table {config.raw_table_name} is not in the deep store"
+            )
+        response = FileResponse(
+            store.open_read(key), as_attachment=True, filename=f"{segment}.tar.gz"
+        )
+        response["Content-Length"] = str(store.size(key))
+        return response
 
 
 class SegmentMetadata(PinotView):

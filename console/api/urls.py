@@ -15,6 +15,7 @@ urlpatterns = [
         name="table-externalview",
     ),
     path("segments/<str:table>", pinot.SegmentList.as_view(), name="segments"),
+    path("segments/<str:table>/<str:segment>", pinot.SegmentDownload.as_view(), name="segment"),
     path(
         "segments/<str:table>/<str:segment>/metadata",
         pinot.SegmentMetadata.as_view(),

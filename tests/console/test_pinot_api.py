@@ -10,7 +10,6 @@ import gzip
 import json
 import subprocess
 import threading
-import uuid
 from collections import Counter
 
 import pytest
@@ -21,37 +20,13 @@ from tables.domain.znrecord import ZNRecord
 from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.client import new_client
-from tables.zk.cluster import init_cluster
-from tables.zk.participants import register_participant
-from tables.zk.paths import ClusterPaths
 from tables.zk.records import read_record, update_record
 from tests import envdefaults
+from tests.cluster_fixtures import PATHS, SERVERS, load
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 
-FIXTURES = envdefaults.PINOT_FIXTURES
-PATHS = ClusterPaths("PinotCluster")
-SERVERS = ["Server_127.0.0.1_7001", "Server_127.0.0.1_7002", "Server_127.0.0.1_7003"]
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
-
-
-def load(name: str) -> dict:
-    return json.loads((FIXTURES / name).read_text())
-
-
-@pytest.fixture
-def cluster(zk):
-    init_cluster(zk, PATHS)
-    return zk
-
-
-@pytest.fixture
-def servers(cluster):
-    for index, server in enumerate(SERVERS):
-        register_participant(
-            cluster, PATHS, server, "127.0.0.1", 7001 + index, ["DefaultTenant_REALTIME"]
-        )
-    return SERVERS
 
 
 @pytest.fixture
@@ -59,17 +34,6 @@ def api(admin_user):
     client = APIClient()
     client.force_authenticate(admin_user)
     return client
-
-
-@pytest.fixture
-def topic(settings):
-    admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
-    name = f"topic-{uuid.uuid4().hex[:10]}"
-    admin.create_topic(name, 4)
-    for partition in range(4):
-        admin.produce(name, partition, [b'{"id": "1"}'] * (partition + 1), now_ms=0)
-    yield name
-    admin.delete_topic(name)
 
 
 def github_table(topic: str, replication: int = 2) -> dict:
@@ -197,7 +161,7 @@ def test_creating_a_table_writes_pinots_znodes(api, servers, topic, settings, zk
     "name",
     sorted(
         p.name.removesuffix("_realtime_table_config.json")
-        for p in FIXTURES.glob("*_realtime_table_config.json")
+        for p in envdefaults.PINOT_FIXTURES.glob("*_realtime_table_config.json")
     ),
 )
 def test_every_fixture_table_can_be_created_on_redis(api, servers, topic, name):

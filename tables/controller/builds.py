@@ -1,0 +1,203 @@
+"""Segment builds and re-ingestion as jobs: the service behind the Spark Celery tasks.
+
+Contract:
+- Arguments are names, offsets and deep-store keys; the table's config and schema are read from
+  ZooKeeper at run time, so a task can be retried or redelivered without stale payloads.
+- Idempotent: the build is deterministic (same rows, same bytes) and publishing replaces the object
+  at the final key atomically, so running the same job twice leaves the same segment.
+- Every attempt is a `Job` row. An attempt whose process died (still RUNNING) is marked ABANDONED
+  by the next attempt of the same work. A failure marks the row FAILED with the error and counts in
+  the durable counter `segmentBuildFailures` or `reingestionFailures`, then re-raises.
+- Nothing here writes ZooKeeper: committing the segment's metadata is the completion protocol's job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from tables.controller.context import ClusterContext
+from tables.controller.errors import NotFound
+from tables.controller.resources import ResourceManager
+from tables.domain.names import LLCSegmentName, raw_table_name
+from tables.models import DurableCounter, Job
+from tables.segments.builder import (
+    BuildRequest,
+    BuildResult,
+    build_from_staging,
+    build_from_stream,
+)
+from tables.segments.deepstore import DeepStore
+from tables.segments.spark import get_session
+from tables.streams.redis_streams import DEFAULT_KEY_PREFIX
+
+__all__ = [
+    "BUILD_FAILURES",
+    "REINGEST_FAILURES",
+    "BuildOutcome",
+    "build_segment",
+    "reingest_segment",
+]
+
+BUILD_FAILURES = "segmentBuildFailures"
+REINGEST_FAILURES = "reingestionFailures"
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    segment: str
+    download_uri: str
+    rows: int
+    incomplete_rows: int
+    size_bytes: int
+    crc: int
+    start_time_ms: int
+    end_time_ms: int
+    job_id: int
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def deep_store() -> DeepStore:
+    return DeepStore.from_uri(settings.DEEP_STORE_URI)
+
+
+def _creation_time_ms(manager: ResourceManager, table: str, segment: str, now_ms: int) -> int:
+    """Pinot's `segment.creation.time` of a realtime segment: when its consuming segment was
+    created (its ZK metadata), else the time in its LLC name. Stable, so a rebuild is identical."""
+    try:
+        created = manager.segment_metadata(table, segment).creation_time
+    except NotFound:
+        created = None
+    if created is None:
+        name = LLCSegmentName.parse(segment)
+        created = name.creation_time_ms if name is not None else now_ms
+    return created
+
+
+def _request(ctx: ClusterContext, table: str, segment: str, start: int, end: int) -> BuildRequest:
+    manager = ResourceManager(ctx)
+    config = manager.get_table_config(table)
+    schema = manager.get_schema(config.schema_name)
+    return BuildRequest(
+        table_name=config.raw_table_name,
+        segment_name=segment,
+        schema=schema.raw,
+        table_config=config.rest,
+        start_offset=start,
+        end_offset=end,
+        creation_time_ms=_creation_time_ms(manager, table, segment, ctx.now_ms()),
+    )
+
+
+def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
+    Job.objects.filter(kind=kind, table=table, segment=segment, status=Job.Status.RUNNING).update(
+        status=Job.Status.ABANDONED,
+        error="superseded by a later attempt (its process died or was killed)",
+        finished_at=timezone.now(),
+    )
+    return Job.objects.create(
+        kind=kind,
+        table=table,
+        segment=segment,
+        task_id=task_id,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        started_at=timezone.now(),
+    )
+
+
+def _run(kind: str, counter: str, table: str, segment: str, task_id: str, build) -> BuildOutcome:
+    raw = raw_table_name(table)
+    job = _start_job(kind, raw, segment, task_id)
+    started = time.monotonic()
+    try:
+        store = deep_store()
+        with tempfile.TemporaryDirectory(prefix="segment-build-") as work:
+            result: BuildResult = build(Path(work))
+            key = store.segment_key(raw, segment)
+            uri = store.publish(result.tar_path, key)
+    except Exception as exc:
+        job.status = Job.Status.FAILED
+        job.error = f"{type(exc).__name__}: {exc}"[:4000]
+        job.duration_ms = int((time.monotonic() - started) * 1000)
+        job.finished_at = timezone.now()
+        job.save()
+        DurableCounter.increment(counter, raw)
+        raise
+    job.status = Job.Status.SUCCEEDED
+    job.rows = result.total_docs
+    job.incomplete_rows = result.incomplete_rows
+    job.bytes = result.size_bytes
+    job.duration_ms = int((time.monotonic() - started) * 1000)
+    job.finished_at = timezone.now()
+    job.details = {
+        "crc": result.crc,
+        "incomplete_by_column": result.incomplete_by_column,
+        "problems": result.problems[:10],
+        "download_uri": uri,
+    }
+    job.save()
+    return BuildOutcome(
+        segment=segment,
+        download_uri=uri,
+        rows=result.total_docs,
+        incomplete_rows=result.incomplete_rows,
+        size_bytes=result.size_bytes,
+        crc=result.crc,
+        start_time_ms=result.start_time_ms,
+        end_time_ms=result.end_time_ms,
+        job_id=job.pk,
+    )
+
+
+def build_segment(
+    ctx: ClusterContext,
+    table: str,
+    segment: str,
+    staging_key: str,
+    start_offset: int,
+    end_offset: int,
+    task_id: str = "",
+) -> BuildOutcome:
+    """Build `segment` from the rows a server staged at `staging_key`, and publish it."""
+
+    def build(work: Path) -> BuildResult:
+        request = _request(ctx, table, segment, start_offset, end_offset)
+        spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
+        return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)
+
+    return _run(Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build)
+
+
+def reingest_segment(
+    ctx: ClusterContext,
+    table: str,
+    segment: str,
+    start_offset: int,
+    end_offset: int,
+    task_id: str = "",
+) -> BuildOutcome:
+    """Rebuild `segment` by reading its offset range `[start, end)` from the stream again."""
+
+    def build(work: Path) -> BuildResult:
+        request = _request(ctx, table, segment, start_offset, end_offset)
+        config = ResourceManager(ctx).get_table_config(table)
+        name = LLCSegmentName.parse(segment)
+        if name is None:
+            raise ValueError(f"{segment} is not an LLC segment name: no partition to re-read")
+        redis_url = config.stream_config.get("stream.redis.url") or ctx.redis_url
+        spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
+        prefix = config.stream_config.get("stream.redis.key.prefix") or DEFAULT_KEY_PREFIX
+        return build_from_stream(
+            spark, request, redis_url, config.topic_name, name.partition_group_id, work, prefix
+        )
+
+    return _run(Job.Kind.REINGEST, REINGEST_FAILURES, table, segment, task_id, build)

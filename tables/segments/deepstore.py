@@ -1,0 +1,223 @@
+"""The deep store: where committed segment tars (and servers' staged rows) are kept.
+
+`DeepStore.from_uri(uri, **storage_options)` opens a store through fsspec:
+- `file:///abs/path` (or a plain path): the local file system (the default);
+- `s3://bucket/prefix`: S3 through s3fs, when installed (ImportError with the reason otherwise);
+  `endpoint_url` in the storage options points it at MinIO or another S3-compatible service, other
+  options (`key`, `secret`, ...) go to s3fs unchanged.
+
+Keys are relative, `/`-separated paths under the store's root: `segment_key(raw, segment)` is
+`<raw>/<segment>.tar.gz`; `staging_key(table, name)` is `_staging/<raw>/<name>.parquet`. Keys with
+`..`, empty parts or a leading `/` are refused (ValueError).
+
+Atomic publish. `publish(local_file, key)` never leaves a partial object at `key`:
+- local: the bytes go to `<key>.tmp-<uuid>` beside the final file, are fsynced, and the temporary is
+  renamed over the final name with `os.replace` (atomic on POSIX), then the directory is fsynced. A
+  crash at any instant leaves either the old object (or none) or the whole new one; at worst a
+  `.tmp-` file stays behind, which `cleanup_temporaries` removes later.
+- S3 (and other object stores): one PUT (or a multipart upload, which S3 only makes visible on its
+  completion) is already atomic, and a rename would be a non-atomic copy, so the object is written
+  straight to its key.
+Publishing the same key again replaces the object; readers see the old or the new bytes, never a
+mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import unquote, urlparse
+
+__all__ = ["TMP_MARKER", "DeepStore"]
+
+TMP_MARKER = ".tmp-"
+_TYPE_SUFFIXES = ("_REALTIME", "_OFFLINE")
+_CHUNK = 1 << 20
+
+
+def _raw(table: str) -> str:
+    for suffix in _TYPE_SUFFIXES:
+        if table.endswith(suffix):
+            return table[: -len(suffix)]
+    return table
+
+
+def _check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"invalid deep store key {key!r}")
+    return key
+
+
+def _modified(info: dict[str, Any]) -> float | None:
+    for name in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(name)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+class DeepStore:
+    """A deep store rooted at one URI (see the module docstring)."""
+
+    def __init__(self, fs: Any, root: str, scheme: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.scheme = scheme
+
+    @classmethod
+    def from_uri(cls, uri: str, **storage_options: Any) -> DeepStore:
+        """The store at `uri` (`file://...`, a plain path, or `s3://bucket/prefix`)."""
+        import fsspec
+
+        parsed = urlparse(uri)
+        scheme = parsed.scheme.lower()
+        if scheme in ("", "file"):
+            if parsed.netloc not in ("", "localhost"):
+                raise ValueError(f"file URI {uri!r} must be absolute (file:///path)")
+            path = Path(unquote(parsed.path) if scheme else uri).expanduser().resolve()
+            path.mkdir(parents=True, exist_ok=True)
+            return cls(fsspec.filesystem("file"), str(path), "file")
+        if scheme in ("s3", "s3a"):
+            options = dict(storage_options)
+            endpoint = options.pop("endpoint_url", None)
+            if endpoint:
+                options.setdefault("client_kwargs", {})["endpoint_url"] = endpoint
+            try:
+                fs = fsspec.filesystem("s3", **options)
+            except ImportError as exc:
+                raise ImportError(
+                    f"deep store {uri!r} needs s3fs: pip install s3fs ({exc})"
+                ) from exc
+            return cls(fs, f"{parsed.netloc}{parsed.path}", "s3")
+        raise ValueError(f"deep store URI {uri!r}: unsupported scheme {scheme!r} (file or s3)")
+
+    @property
+    def is_local(self) -> bool:
+        return self.scheme == "file"
+
+    # --- keys ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def segment_key(raw_table: str, segment: str) -> str:
+        """`<raw>/<segment>.tar.gz`."""
+        return _check_key(f"{_raw(raw_table)}/{segment}.tar.gz")
+
+    @staticmethod
+    def staging_key(table: str, name: str) -> str:
+        """`_staging/<raw>/<name>.parquet` (the suffix is not doubled)."""
+        suffix = "" if name.endswith(".parquet") else ".parquet"
+        return _check_key(f"_staging/{_raw(table)}/{name}{suffix}")
+
+    def path_for(self, key: str) -> str:
+        """The file system path (fsspec form) of `key`."""
+        return f"{self.root}/{_check_key(key)}"
+
+    def uri_for(self, key: str) -> str:
+        """The full URI of `key` (`file:///...` or `s3://bucket/...`)."""
+        path = self.path_for(key)
+        return Path(path).as_uri() if self.is_local else f"{self.scheme}://{path}"
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def publish(self, local_file: Path, key: str) -> str:
+        """Put `local_file` at `key` atomically (see the module docstring); returns its URI."""
+        final = self.path_for(key)
+        if not self.is_local:
+            self.fs.put_file(str(local_file), final)
+            return self.uri_for(key)
+        target = Path(final)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f"{target.name}{TMP_MARKER}{uuid.uuid4().hex}")
+        try:
+            with Path(local_file).open("rb") as src, temporary.open("wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+                dst.flush()
+                os.fsync(dst.fileno())
+            self._replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+        self._fsync_dir(target.parent)
+        return self.uri_for(key)
+
+    @staticmethod
+    def _replace(temporary: Path, target: Path) -> None:
+        """The atomic step (a seam for crash tests)."""
+        temporary.replace(target)  # os.replace: atomic on POSIX
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def delete(self, key: str) -> bool:
+        """Remove the object at `key`; returns whether it existed."""
+        path = self.path_for(key)
+        if not self.fs.exists(path):
+            return False
+        self.fs.rm_file(path)
+        return True
+
+    def cleanup_temporaries(self, older_than_s: float, now: float | None = None) -> list[str]:
+        """Remove `.tmp-` files (left by crashed publishes) last modified more than
+        `older_than_s` seconds ago; returns their keys. Younger ones may be publishes in flight."""
+        now = time.time() if now is None else now
+        removed: list[str] = []
+        if not self.fs.exists(self.root):
+            return removed
+        for path, info in sorted(self.fs.find(self.root, detail=True).items()):
+            name = path.rsplit("/", 1)[-1]
+            if TMP_MARKER not in name or info.get("type") == "directory":
+                continue
+            modified = _modified(info)
+            if modified is None or now - modified < older_than_s:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
+                removed.append(self._key_of(path))
+        return removed
+
+    def _key_of(self, path: str) -> str:
+        return path[len(self.root) :].lstrip("/") if path.startswith(self.root) else path
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def exists(self, key: str) -> bool:
+        return bool(self.fs.exists(self.path_for(key)))
+
+    def size(self, key: str) -> int:
+        """The object's size in bytes; FileNotFoundError when absent."""
+        return int(self.fs.size(self.path_for(key)))
+
+    def open_read(self, key: str) -> IO[bytes]:
+        """A binary file object reading the object at `key` (the caller closes it)."""
+        return self.fs.open(self.path_for(key), "rb")
+
+    def download(self, key: str, local_path: Path) -> Path:
+        """Copy the object at `key` to `local_path` (written beside it, then renamed into place)."""
+        local_path = Path(local_path)
+        local_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = local_path.with_name(f"{local_path.name}{TMP_MARKER}{uuid.uuid4().hex}")
+        try:
+            with self.open_read(key) as src, temporary.open("wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+            temporary.replace(local_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+        return local_path

@@ -1,0 +1,339 @@
+"""Pure DataFrame functions of a segment build: decode, transform, account, sort, describe.
+
+Nothing here reads or writes files, talks to a service or collects rows to the driver except the
+small aggregates of `count_incomplete`, `column_stats` and `summarize` (one row, or at most one row
+per column / sample). Every function runs in the JVM: no Python UDFs.
+
+Input: a DataFrame with `offset` (bigint) and `value` (binary: one raw JSON message per row).
+
+Decoding (`decode`): each message is read as a JSON object; for every schema column (and every
+transform source) the field's raw text is taken (`json_tuple`: strings unquoted, numbers, objects
+and arrays as JSON text) and cast to the column's Spark type (`spark_type`):
+  INT/LONG -> int/bigint (an integral number written as `12.0` is accepted, `1.5` is not),
+  FLOAT/DOUBLE -> float/double, BOOLEAN -> boolean (true/false, t/f, yes/no, 1/0),
+  TIMESTAMP -> timestamp, UTC (epoch millis as a number, or an ISO-8601 / JDBC text),
+  STRING/JSON (and MAP/LIST/STRUCT) -> string (nested values keep their JSON text),
+  BYTES -> binary (hex text), BIG_DECIMAL -> decimal(38,18).
+A multi-value field (singleValueField false) becomes an array of that type; a single JSON value for
+it becomes a one-element array. A missing field or JSON null is simply null (not a problem).
+
+Bad rows. No row is ever dropped: every input row is exactly one output row. A value that does not
+fit its column becomes null and the row records a problem `(column, raw text)` in `__problems`; a
+message that is not a JSON object records the problem under the column name `MESSAGE_COLUMN` and
+has every column null. A multi-value field with any element that does not fit is null as a whole.
+
+Transforms (`apply_transforms`) follow Pinot: a transform fills its column only when the message
+has no value for it; its inputs are the raw message fields, not other transforms' outputs.
+
+Output (`segment_columns`): the schema's columns in schema order, then `OFFSET_COLUMN` (`__offset`,
+the stream offset of the row), which lets anyone prove which offsets a segment holds.
+Ordering (`sort_for_segment`): by the time column's epoch millis (nulls last), ties by offset; the
+order is total because offsets are unique, so the output is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from tables.domain.schema import FieldSpec, Schema
+from tables.segments.transforms import (
+    FROM_DATE_TIME,
+    TimeFormat,
+    Transform,
+    parse_time_format,
+)
+
+__all__ = [
+    "MESSAGE_COLUMN",
+    "OFFSET_COLUMN",
+    "PROBLEMS_COLUMN",
+    "RAW_COLUMN",
+    "ColumnStats",
+    "Incomplete",
+    "Summary",
+    "apply_transforms",
+    "column_stats",
+    "count_incomplete",
+    "decode",
+    "segment_columns",
+    "sort_for_segment",
+    "spark_schema_for",
+    "spark_type",
+    "summarize",
+    "time_millis",
+]
+
+OFFSET_COLUMN = "__offset"
+RAW_COLUMN = "__raw"
+PROBLEMS_COLUMN = "__problems"
+MESSAGE_COLUMN = "(message)"
+MAX_SAMPLES = 10
+_SAMPLE_CHARS = 200
+_MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+_SCALAR_TYPES: dict[str, T.DataType] = {
+    "INT": T.IntegerType(),
+    "LONG": T.LongType(),
+    "FLOAT": T.FloatType(),
+    "DOUBLE": T.DoubleType(),
+    "BOOLEAN": T.BooleanType(),
+    "TIMESTAMP": T.TimestampType(),
+    "BYTES": T.BinaryType(),
+    "BIG_DECIMAL": T.DecimalType(38, 18),
+}
+
+
+def spark_type(spec: FieldSpec) -> T.DataType:
+    """The Spark type of a schema column (see the module docstring)."""
+    scalar = _SCALAR_TYPES.get(spec.data_type, T.StringType())
+    return scalar if spec.single_value else T.ArrayType(scalar)
+
+
+def spark_schema_for(schema: Schema) -> T.StructType:
+    """The schema of a segment's rows: the schema's columns, then `__offset`."""
+    fields = [T.StructField(spec.name, spark_type(spec), True) for spec in schema.fields]
+    return T.StructType([*fields, T.StructField(OFFSET_COLUMN, T.LongType(), True)])
+
+
+def _cast_scalar(raw: Column, data_type: str) -> Column:
+    """`raw` (text) as `data_type`, or null when it does not fit."""
+    if data_type in ("INT", "LONG"):
+        target = "int" if data_type == "INT" else "bigint"
+        decimal = raw.try_cast("decimal(38,6)")
+        integral = F.when(decimal == F.floor(decimal), decimal.try_cast(target))
+        return F.coalesce(raw.try_cast(target), integral)
+    if data_type == "TIMESTAMP":
+        millis = raw.try_cast("bigint")
+        in_range = F.abs(millis) <= F.lit(_MAX_TIMESTAMP_MS)
+        from_millis = F.when(in_range, F.timestamp_millis(F.when(in_range, millis)))
+        return F.when(raw.rlike(r"^\s*-?\d+\s*$"), from_millis).otherwise(raw.try_cast("timestamp"))
+    if data_type == "BYTES":
+        return F.try_to_binary(raw, F.lit("hex"))
+    spark = _SCALAR_TYPES.get(data_type)
+    return raw if spark is None else raw.try_cast(spark)
+
+
+def _cast(raw: Column, spec: FieldSpec) -> Column:
+    if spec.single_value:
+        return _cast_scalar(raw, spec.data_type)
+    parsed = F.from_json(raw, T.ArrayType(T.StringType()))
+    items = F.when(raw.isNull(), F.lit(None)).otherwise(F.coalesce(parsed, F.array(raw)))
+    pairs = F.transform(
+        items, lambda item: F.struct(item.alias("a"), _cast_scalar(item, spec.data_type).alias("b"))
+    )
+    failed = F.exists(pairs, lambda pair: pair["a"].isNotNull() & pair["b"].isNull())
+    typed = F.transform(pairs, lambda pair: pair["b"])
+    return F.when(~failed, typed)
+
+
+def _problem(column: str, raw: Column, condition: Column) -> Column:
+    return F.when(condition, F.struct(F.lit(column).alias("column"), raw.alias("raw")))
+
+
+def _compact(problems: Sequence[Column]) -> Column:
+    empty = F.array().cast("array<struct<column:string,raw:string>>")
+    if not problems:
+        return empty
+    return F.filter(F.array(*problems), lambda p: p.isNotNull())
+
+
+def decode(df: DataFrame, schema: Schema, extra_fields: Iterable[str] = ()) -> DataFrame:
+    """`(offset, value)` rows -> `__offset`, the typed schema columns, `__raw` (the raw text of
+    every field read, for transforms) and `__problems`. One output row per input row."""
+    names = list(dict.fromkeys([*schema.column_names(), *extra_fields]))
+    if not names:
+        raise ValueError(f"schema {schema.name!r} has no columns to decode")
+    text = F.col("value").cast("string")
+    aliases = [f"_f{i}" for i in range(len(names))]
+    extracted = df.select(
+        F.col("offset").cast("bigint").alias(OFFSET_COLUMN),
+        text.alias("_text"),
+        F.json_object_keys(text).isNotNull().alias("_is_object"),
+        F.json_tuple(text, *names).alias(*aliases),
+    )
+    raw = F.struct(*[F.col(a).alias(n) for a, n in zip(aliases, names, strict=True)])
+    staged = extracted.select(OFFSET_COLUMN, "_text", "_is_object", raw.alias(RAW_COLUMN))
+    typed: list[Column] = []
+    problems = [_problem(MESSAGE_COLUMN, F.col("_text"), ~F.col("_is_object"))]
+    for spec in schema.fields:
+        source = F.col(RAW_COLUMN).getField(spec.name)
+        value = _cast(source, spec)
+        typed.append(value.alias(spec.name))
+        problems.append(_problem(spec.name, source, source.isNotNull() & value.isNull()))
+    return staged.select(
+        OFFSET_COLUMN, *typed, RAW_COLUMN, _compact(problems).alias(PROBLEMS_COLUMN)
+    )
+
+
+def _transform_value(transform: Transform, spec: FieldSpec) -> Column:
+    source = F.col(RAW_COLUMN).getField(transform.source)
+    if transform.function != FROM_DATE_TIME:
+        return _cast(source, spec)
+    millis = F.unix_millis(F.try_to_timestamp(source, F.lit(transform.pattern)))
+    if spec.data_type == "TIMESTAMP":
+        return F.timestamp_millis(millis)
+    if spec.data_type in ("STRING", "JSON"):
+        return millis.cast("string")
+    return millis.try_cast(spark_type(spec))
+
+
+def apply_transforms(df: DataFrame, transforms: Sequence[Transform], schema: Schema) -> DataFrame:
+    """Fill each transform's column from its source fields where the message had no value."""
+    for transform in transforms:
+        spec = schema.field(transform.column)
+        if spec is None:  # parse_transforms refuses these; keep the function total anyway
+            continue
+        own = F.col(RAW_COLUMN).getField(transform.column)
+        source = F.col(RAW_COLUMN).getField(transform.source)
+        value = _transform_value(transform, spec)
+        missing = own.isNull()
+        failed = _problem(spec.name, source, missing & source.isNotNull() & value.isNull())
+        df = df.withColumn(
+            spec.name, F.when(missing, value).otherwise(F.col(spec.name))
+        ).withColumn(PROBLEMS_COLUMN, F.concat(F.col(PROBLEMS_COLUMN), _compact([failed])))
+    return df
+
+
+def segment_columns(df: DataFrame, schema: Schema) -> DataFrame:
+    """Only what a segment stores: the schema's columns in order, then `__offset`."""
+    return df.select(*[F.col(name) for name in schema.column_names()], F.col(OFFSET_COLUMN))
+
+
+def time_millis(spec: FieldSpec, fmt: TimeFormat | None = None) -> Column:
+    """Epoch millis of the time column `spec` (null when it has no value or does not parse)."""
+    fmt = fmt or parse_time_format(spec)
+    column = F.col(spec.name)
+    if spec.data_type == "TIMESTAMP" or fmt.kind == "TIMESTAMP":
+        if spec.data_type == "TIMESTAMP":
+            return F.unix_millis(column)
+        return column.try_cast("bigint")
+    if fmt.kind == "EPOCH":
+        value = column.try_cast("bigint") * F.lit(fmt.multiply)
+        return value if fmt.divide == 1 else F.floor(value / F.lit(fmt.divide)).cast("bigint")
+    return F.unix_millis(F.try_to_timestamp(column.cast("string"), F.lit(fmt.pattern)))
+
+
+def sort_for_segment(df: DataFrame, time_key: Column | str | None) -> DataFrame:
+    """Rows in segment order: `time_key` ascending (nulls last), then `__offset`."""
+    keys: list[Column] = []
+    if time_key is not None:
+        keys.append((F.col(time_key) if isinstance(time_key, str) else time_key).asc_nulls_last())
+    return df.orderBy(*keys, F.col(OFFSET_COLUMN).asc())
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    rows: int
+    by_column: dict[str, int]
+    problems: list[str]
+
+
+def count_incomplete(df: DataFrame, max_samples: int = MAX_SAMPLES) -> Incomplete:
+    """Rows with at least one problem, problems per column, and the first `max_samples` problems
+    in offset order as `offset N: column C: cannot convert 'raw'` sentences."""
+    flagged = df.where(F.size(PROBLEMS_COLUMN) > 0)
+    exploded = flagged.select(OFFSET_COLUMN, F.explode(PROBLEMS_COLUMN).alias("p")).select(
+        OFFSET_COLUMN, F.col("p.column").alias("column"), F.col("p.raw").alias("raw")
+    )
+    rows = flagged.count()
+    if rows == 0:
+        return Incomplete(0, {}, [])
+    by_column = {r["column"]: int(r["count"]) for r in exploded.groupBy("column").count().collect()}
+    samples = exploded.orderBy(OFFSET_COLUMN, "column").limit(max_samples).collect()
+    problems = []
+    for sample in samples:
+        raw = sample["raw"]
+        shown = raw if raw is None or len(raw) <= _SAMPLE_CHARS else raw[:_SAMPLE_CHARS] + "..."
+        what = "not a JSON object" if sample["column"] == MESSAGE_COLUMN else "cannot convert"
+        problems.append(
+            f"offset {sample[OFFSET_COLUMN]}: column {sample['column']}: {what} {shown!r}"
+        )
+    return Incomplete(rows, dict(sorted(by_column.items())), problems)
+
+
+@dataclass(frozen=True)
+class Summary:
+    total_docs: int
+    distinct_offsets: int
+    min_offset: int | None
+    max_offset: int | None
+    start_time_ms: int | None
+    end_time_ms: int | None
+
+
+def summarize(df: DataFrame, time_key: Column | None) -> Summary:
+    """Row count, offset range and distinctness, and the time range, in one aggregation."""
+    millis = time_key if time_key is not None else F.lit(None).cast("bigint")
+    row = df.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count_distinct(OFFSET_COLUMN).alias("d"),
+        F.min(OFFSET_COLUMN).alias("lo"),
+        F.max(OFFSET_COLUMN).alias("hi"),
+        F.min(millis).alias("start"),
+        F.max(millis).alias("end"),
+    ).first()
+    assert row is not None  # a global aggregation always yields one row
+    return Summary(int(row["n"]), int(row["d"]), row["lo"], row["hi"], row["start"], row["end"])
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Per-column statistics; min/max are Python values of the column's Spark type (elements for
+    multi-value columns; epoch millis for TIMESTAMP), None when the column holds no value."""
+
+    cardinality: int
+    min_value: Any
+    max_value: Any
+    total_docs: int
+    single_value: bool
+    has_null: bool
+
+
+def _stat_value(column: Column, spec: FieldSpec) -> Column:
+    return F.unix_millis(column) if spec.data_type == "TIMESTAMP" else column
+
+
+def column_stats(df: DataFrame, schema: Schema) -> dict[str, ColumnStats]:
+    """Exact distinct count, min, max and null presence of every schema column (Spark aggregates;
+    nulls are not counted as a distinct value; multi-value columns are counted over elements)."""
+    single = [s for s in schema.fields if s.single_value]
+    aggs: list[Column] = [F.count(F.lit(1)).alias("_n")]
+    for i, spec in enumerate(single):
+        col = _stat_value(F.col(spec.name), spec)
+        aggs += [
+            F.count_distinct(col).alias(f"c{i}"),
+            F.min(col).alias(f"lo{i}"),
+            F.max(col).alias(f"hi{i}"),
+            F.max(col.isNull()).alias(f"null{i}"),
+        ]
+    row = df.agg(*aggs).first()
+    assert row is not None
+    total = int(row["_n"])
+    stats: dict[str, ColumnStats] = {}
+    for i, spec in enumerate(single):
+        stats[spec.name] = ColumnStats(
+            int(row[f"c{i}"]), row[f"lo{i}"], row[f"hi{i}"], total, True, bool(row[f"null{i}"])
+        )
+    for spec in schema.fields:
+        if spec.single_value:
+            continue
+        col = F.col(spec.name)
+        exploded = df.select(F.explode_outer(col).alias("e"), col.isNull().alias("n"))
+        elements = exploded.select(_stat_value(F.col("e"), spec).alias("e"), "n")
+        mv = elements.agg(
+            F.count_distinct("e").alias("c"),
+            F.min("e").alias("lo"),
+            F.max("e").alias("hi"),
+            F.max(F.col("n") | F.col("e").isNull()).alias("null"),
+        ).first()
+        assert mv is not None
+        stats[spec.name] = ColumnStats(
+            int(mv["c"]), mv["lo"], mv["hi"], total, False, bool(mv["null"])
+        )
+    return {spec.name: stats[spec.name] for spec in schema.fields}

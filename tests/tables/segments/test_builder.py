@@ -1,0 +1,266 @@
+"""Segment builds end to end: Pinot's 800 githubEvents rows, staged or re-read from Redis."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from tables.segments import builder
+from tables.segments.builder import (
+    BuildError,
+    BuildRequest,
+    DataLoss,
+    build_from_staging,
+    build_from_stream,
+    read_segment,
+    write_staging,
+)
+from tables.segments.segment_format import read_segment_files, unpack_creation_meta
+from tables.streams.redis_streams import RedisTopicAdmin
+from tests.envdefaults import PINOT_FIXTURES
+
+pytestmark = pytest.mark.spark
+
+SEGMENT = "githubEvents__1__0__20210721T0600Z"
+CREATED_MS = 1626847260123
+SCHEMA = json.loads((PINOT_FIXTURES / "githubEvents_schema.json").read_text())
+CONFIG = json.loads((PINOT_FIXTURES / "githubEvents_realtime_table_config.json").read_text())
+LINES = [
+    line.encode()
+    for line in (PINOT_FIXTURES / "githubEvents_2021-07-21-few-hours.json")
+    .read_text(encoding="utf-8")
+    .splitlines()
+    if line.strip()
+]
+ROWS = [json.loads(line) for line in LINES]
+
+
+def request(start=1, end=801, schema=SCHEMA, config=CONFIG, name=SEGMENT):
+    return BuildRequest("githubEvents", name, schema, config, start, end, CREATED_MS)
+
+
+def millis(created_at: str) -> int:
+    when = dt.datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%S%z")
+    return int(when.timestamp()) * 1000
+
+
+@pytest.fixture(scope="module")
+def staging(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("staging") / "rows.parquet"
+    assert write_staging(enumerate(LINES, start=1), path) == 800
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(spark, staging, tmp_path_factory):
+    return build_from_staging(spark, request(), staging.as_uri(), tmp_path_factory.mktemp("one"))
+
+
+def test_the_segment_holds_every_row_with_pinot_metadata(built):
+    assert len(ROWS) == 800
+    assert built.total_docs == 800 and built.incomplete_rows == 0 and built.problems == []
+    times = [millis(r["created_at"]) for r in ROWS]
+    assert (built.start_time_ms, built.end_time_ms) == (min(times), max(times))
+    assert (built.min_offset, built.max_offset) == (1, 800)
+    md = built.metadata
+    assert md["segment.name"] == SEGMENT and md["segment.table.name"] == "githubEvents"
+    assert md["segment.total.docs"] == "800"
+    assert md["segment.start.time"] == str(min(times))
+    assert md["segment.end.time"] == str(max(times))
+    assert md["segment.time.unit"] == "MILLISECONDS"
+    assert md["segment.realtime.startOffset"] == "1" and md["segment.realtime.endOffset"] == "801"
+    assert md["segment.creation.time"] == str(CREATED_MS)
+    assert md["segment.index.version"] == "parquet-v1"
+
+    types = [r["type"] for r in ROWS]
+    ids = [r["id"] for r in ROWS]
+    assert md["column.type.cardinality"] == str(len(set(types)))
+    assert (md["column.type.minValue"], md["column.type.maxValue"]) == (min(types), max(types))
+    assert md["column.id.cardinality"] == str(len(set(ids)))
+    assert (md["column.id.minValue"], md["column.id.maxValue"]) == (min(ids), max(ids))
+    assert md["column.id.dataType"] == "STRING" and md["column.id.isSingleValues"] == "true"
+    assert md["column.created_at_timestamp.dataType"] == "TIMESTAMP"
+    assert md["column.created_at_timestamp.minValue"] == str(min(times))
+    assert md["column.created_at_timestamp.cardinality"] == str(len(set(times)))
+    assert md["column.created_at_timestamp.hasNullValue"] == "false"
+    assert all(md[f"column.{c}.totalDocs"] == "800" for c in ("id", "type", "created_at"))
+
+
+def test_reading_back_gives_the_input_in_time_order(built):
+    metadata, table = read_segment(built.tar_path)
+    assert metadata == built.metadata
+    assert table.column_names == ["id", "type", "created_at", "created_at_timestamp", "__offset"]
+    assert str(table.schema.field("created_at_timestamp").type) == "timestamp[us, tz=UTC]"
+    expected = sorted(
+        ((millis(r["created_at"]), offset, r) for offset, r in enumerate(ROWS, start=1)),
+        key=lambda item: item[:2],
+    )
+    got = table.to_pylist()
+    assert [row["__offset"] for row in got] == [offset for _, offset, _ in expected]
+    for row, (ms, _, source) in zip(got, expected, strict=True):
+        assert (row["id"], row["type"], row["created_at"]) == (
+            source["id"],
+            source["type"],
+            source["created_at"],
+        )
+        assert int(row["created_at_timestamp"].timestamp() * 1000) == ms
+    files = read_segment_files(built.tar_path)
+    assert unpack_creation_meta(files["creation.meta"]) == (built.crc, CREATED_MS)
+    assert built.size_bytes == built.tar_path.stat().st_size and built.data_crc == built.crc
+
+
+def test_two_builds_of_the_same_rows_are_byte_identical(spark, built, staging, tmp_path):
+    again = build_from_staging(spark, request(), str(staging), tmp_path)
+    assert again.crc == built.crc
+    assert again.tar_path.read_bytes() == built.tar_path.read_bytes()
+    assert again.metadata == built.metadata
+
+
+def test_bad_values_are_kept_nulled_and_counted(spark, tmp_path):
+    lines = list(LINES[:20])
+    lines[3] = lines[3].replace(ROWS[3]["created_at"].encode(), b"not a date")
+    lines[7] = b"{broken json"
+    staged = tmp_path / "rows.parquet"
+    write_staging(enumerate(lines, start=101), staged)
+    result = build_from_staging(spark, request(101, 121), str(staged), tmp_path / "out")
+    assert result.total_docs == 20 and result.incomplete_rows == 2
+    assert result.incomplete_by_column == {"(message)": 1, "created_at_timestamp": 1}
+    assert result.problems == [
+        "offset 104: column created_at_timestamp: cannot convert 'not a date'",
+        "offset 108: column (message): not a JSON object '{broken json'",
+    ]
+    _, table = read_segment(result.tar_path)
+    rows = {r["__offset"]: r for r in table.to_pylist()}
+    assert rows[104]["created_at"] == "not a date" and rows[104]["created_at_timestamp"] is None
+    assert rows[108]["id"] is None
+    assert [r["__offset"] for r in table.to_pylist()][-2:] == [104, 108]  # null times sort last
+    assert result.metadata["column.created_at_timestamp.hasNullValue"] == "true"
+
+
+def test_a_synthetic_schema_with_an_int_given_text(spark, tmp_path):
+    schema = {
+        "schemaName": "synthetic",
+        "dimensionFieldSpecs": [
+            {"name": "n", "dataType": "INT"},
+            {"name": "__key", "dataType": "LONG"},
+        ],
+        "dateTimeFieldSpecs": [
+            {
+                "name": "ts",
+                "dataType": "LONG",
+                "format": "1:SECONDS:EPOCH",
+                "granularity": "1:SECONDS",
+            }
+        ],
+    }
+    config = copy.deepcopy(CONFIG)
+    config["tableName"] = "synthetic"
+    config["segmentsConfig"]["timeColumnName"] = "ts"
+    del config["ingestionConfig"]["transformConfigs"]
+    values = [{"__key": 0, "n": 5, "ts": 20, "extra": 1}, {"__key": 1, "n": "abc", "ts": 10}]
+    staged = tmp_path / "rows.parquet"
+    write_staging([(i + 1, json.dumps(v).encode()) for i, v in enumerate(values)], staged)
+    result = build_from_staging(
+        spark,
+        request(1, 3, schema, config, "synthetic__0__0__20210721T0600Z"),
+        str(staged),
+        tmp_path,
+    )
+    assert result.incomplete_by_column == {"n": 1}
+    assert result.problems == ["offset 2: column n: cannot convert 'abc'"]
+    assert (result.start_time_ms, result.end_time_ms) == (10_000, 20_000)
+    _, table = read_segment(result.tar_path)
+    assert table.column_names == ["n", "__key", "ts", "__offset"]  # "extra" is not a column
+    assert table.to_pylist() == [
+        {"n": None, "__key": 1, "ts": 10, "__offset": 2},
+        {"n": 5, "__key": 0, "ts": 20, "__offset": 1},
+    ]
+
+
+def test_configuration_problems_fail_before_reading(spark, tmp_path):
+    config = copy.deepcopy(CONFIG)
+    config["ingestionConfig"]["transformConfigs"][0]["transformFunction"] = "Groovy({x}, x)"
+    missing = str(tmp_path / "does-not-exist.parquet")
+    with pytest.raises(BuildError, match="unsupported transform function"):
+        build_from_staging(spark, request(config=config), missing, tmp_path)
+    with pytest.raises(BuildError, match="invalid offset range"):
+        build_from_staging(spark, request(5, 4), missing, tmp_path)
+
+
+def test_an_empty_range_builds_an_empty_segment(spark, tmp_path):
+    staged = tmp_path / "empty.parquet"
+    assert write_staging([], staged) == 0
+    result = build_from_staging(spark, request(5, 5), str(staged), tmp_path / "out")
+    assert result.total_docs == 0 and (result.min_offset, result.max_offset) == (None, None)
+    assert (result.start_time_ms, result.end_time_ms) == (CREATED_MS, CREATED_MS)
+    metadata, table = read_segment(result.tar_path)
+    assert table.num_rows == 0 and table.column_names[-1] == "__offset"
+    assert metadata["column.id.cardinality"] == "0" and "column.id.minValue" not in metadata
+
+
+def test_offsets_must_be_unique_and_inside_the_range(spark, tmp_path):
+    staged = tmp_path / "dup.parquet"
+    write_staging([(1, LINES[0]), (1, LINES[1])], staged)
+    with pytest.raises(BuildError, match="repeats offsets"):
+        build_from_staging(spark, request(1, 3), str(staged), tmp_path / "a")
+    write_staging([(1, LINES[0]), (9, LINES[1])], staged)
+    with pytest.raises(BuildError, match="outside"):
+        build_from_staging(spark, request(1, 3), str(staged), tmp_path / "b")
+
+
+@pytest.mark.redis
+def test_reingesting_from_redis_equals_the_staged_build(
+    spark, built, redis_client, redis_prefix, settings, tmp_path, monkeypatch
+):
+    prefix = f"{redis_prefix}stream:"
+    admin = RedisTopicAdmin(redis_client, key_prefix=prefix)
+    admin.create_topic("githubEvents", 2)
+    assert admin.produce("githubEvents", 1, LINES, now_ms=CREATED_MS) == list(range(1, 801))
+    admin.produce("githubEvents", 0, LINES[:5], now_ms=CREATED_MS)  # another partition
+    monkeypatch.setattr(builder, "_STREAM_CHUNK", 300)  # three Spark tasks, one client each
+
+    result = build_from_stream(
+        spark, request(), settings.REDIS_URL, "githubEvents", 1, tmp_path / "re", key_prefix=prefix
+    )
+    assert result.total_docs == 800 and result.crc == built.crc
+    assert result.tar_path.read_bytes() == built.tar_path.read_bytes()
+
+    with pytest.raises(BuildError, match="not all produced yet"):
+        build_from_stream(
+            spark,
+            request(1, 802),
+            settings.REDIS_URL,
+            "githubEvents",
+            1,
+            tmp_path / "late",
+            key_prefix=prefix,
+        )
+
+    admin.trim_before("githubEvents", 1, 101)
+    with pytest.raises(DataLoss, match="first available offset is 101") as lost:
+        build_from_stream(
+            spark,
+            request(),
+            settings.REDIS_URL,
+            "githubEvents",
+            1,
+            tmp_path / "lost",
+            key_prefix=prefix,
+        )
+    assert lost.value.first_available_offset == 101 and lost.value.missing == 100
+
+    partial = build_from_stream(
+        spark,
+        request(),
+        settings.REDIS_URL,
+        "githubEvents",
+        1,
+        tmp_path / "partial",
+        key_prefix=prefix,
+        allow_data_loss=True,
+    )
+    assert partial.total_docs == 700 and (partial.min_offset, partial.max_offset) == (101, 800)

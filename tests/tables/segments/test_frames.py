@@ -1,0 +1,302 @@
+"""The pure DataFrame functions of a segment build, on a real SparkSession."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import types as T
+
+from tables.domain.schema import parse_schema
+from tables.segments import frames
+from tables.segments.errors import BuildError
+from tables.segments.transforms import (
+    parse_time_format,
+    parse_transforms,
+    spark_datetime_pattern,
+    transform_sources,
+)
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = parse_schema(
+    {
+        "schemaName": "allTypes",
+        "dimensionFieldSpecs": [
+            {"name": "i", "dataType": "INT"},
+            {"name": "l", "dataType": "LONG"},
+            {"name": "b", "dataType": "BOOLEAN"},
+            {"name": "s", "dataType": "STRING"},
+            {"name": "j", "dataType": "JSON"},
+            {"name": "by", "dataType": "BYTES"},
+            {"name": "tags", "dataType": "INT", "singleValueField": False},
+        ],
+        "metricFieldSpecs": [
+            {"name": "f", "dataType": "FLOAT"},
+            {"name": "d", "dataType": "DOUBLE"},
+            {"name": "bd", "dataType": "BIG_DECIMAL"},
+        ],
+        "dateTimeFieldSpecs": [
+            {
+                "name": "ts",
+                "dataType": "TIMESTAMP",
+                "format": "TIMESTAMP",
+                "granularity": "1:SECONDS",
+            }
+        ],
+    }
+)
+UTC = dt.UTC
+
+
+def frame(spark, messages):
+    rows = [
+        (offset, m if isinstance(m, bytes) else json.dumps(m).encode()) for offset, m in messages
+    ]
+    return spark.createDataFrame(rows, "offset bigint, value binary")
+
+
+def by_offset(df):
+    return {r[frames.OFFSET_COLUMN]: r.asDict() for r in df.collect()}
+
+
+def test_spark_schema_maps_every_pinot_type(spark):
+    schema = frames.spark_schema_for(SCHEMA)
+    types = {f.name: f.dataType for f in schema.fields}
+    assert types == {
+        "i": T.IntegerType(),
+        "l": T.LongType(),
+        "b": T.BooleanType(),
+        "s": T.StringType(),
+        "j": T.StringType(),
+        "by": T.BinaryType(),
+        "tags": T.ArrayType(T.IntegerType()),
+        "f": T.FloatType(),
+        "d": T.DoubleType(),
+        "bd": T.DecimalType(38, 18),
+        "ts": T.TimestampType(),
+        "__offset": T.LongType(),
+    }
+
+
+def test_decode_casts_good_values(spark):
+    good = {
+        "i": 7,
+        "l": "12345678901",
+        "b": True,
+        "s": "hello",
+        "j": {"a": [1, 2]},
+        "by": "00ff",
+        "tags": [1, "2", 3.0],
+        "f": 1.5,
+        "d": "2.25",
+        "bd": "1.123456789",
+        "ts": 1626847200000,
+        "unknown": "dropped",
+    }
+    decoded = frames.decode(
+        frame(spark, [(5, good), (6, {"ts": "2021-07-21T06:00:00Z", "tags": 4})]), SCHEMA
+    )
+    rows = by_offset(
+        decoded.select(frames.OFFSET_COLUMN, *SCHEMA.column_names(), frames.PROBLEMS_COLUMN)
+    )
+    row = rows[5]
+    assert row["i"] == 7 and row["l"] == 12345678901 and row["b"] is True
+    assert row["s"] == "hello" and json.loads(row["j"]) == {"a": [1, 2]}
+    assert bytes(row["by"]) == b"\x00\xff"
+    assert row["tags"] == [1, 2, 3]
+    assert row["f"] == 1.5 and row["d"] == 2.25 and row["bd"] == Decimal("1.123456789")
+    assert row["__problems"] == []
+    # Timestamps: compare as epoch millis (Python's local zone never enters).
+    millis = decoded.selectExpr("__offset", "unix_millis(ts) AS ms").collect()
+    assert {r["__offset"]: r["ms"] for r in millis} == {5: 1626847200000, 6: 1626847200000}
+    assert rows[6]["tags"] == [4]  # a single value for a multi-value column: one element
+    assert rows[6]["i"] is None and rows[6]["__problems"] == []  # missing is not a problem
+
+
+def test_decode_nulls_values_that_do_not_fit_and_keeps_every_row(spark):
+    bad = {
+        "i": "abc",
+        "l": 1.5,
+        "b": "maybe",
+        "by": "zz",
+        "tags": [1, "x"],
+        "f": "fast",
+        "ts": "not a time",
+        "s": "fine",
+    }
+    df = frame(spark, [(1, bad), (2, b"not json at all"), (3, b"[1, 2]"), (4, {"i": 2**40})])
+    decoded = frames.decode(df, SCHEMA)
+    assert decoded.count() == 4
+    rows = by_offset(decoded)
+    assert rows[1]["s"] == "fine"
+    for column in ("i", "l", "b", "by", "tags", "f", "ts"):
+        assert rows[1][column] is None, column
+    assert sorted(p["column"] for p in rows[1]["__problems"]) == sorted(
+        ["i", "l", "b", "by", "tags", "f", "ts"]
+    )
+    assert {p["column"]: p["raw"] for p in rows[1]["__problems"]}["i"] == "abc"
+    assert [p["column"] for p in rows[2]["__problems"]] == [frames.MESSAGE_COLUMN]
+    assert [p["column"] for p in rows[3]["__problems"]] == [frames.MESSAGE_COLUMN]
+    assert rows[4]["i"] is None and [p["column"] for p in rows[4]["__problems"]] == ["i"]
+
+    incomplete = frames.count_incomplete(decoded)
+    assert incomplete.rows == 4
+    assert incomplete.by_column["i"] == 2 and incomplete.by_column[frames.MESSAGE_COLUMN] == 2
+    assert len(incomplete.problems) == 10  # 7 + 1 + 1 + 1 problems, capped at 10
+    assert incomplete.problems[0] == "offset 1: column b: cannot convert 'maybe'"
+    assert "offset 2: column (message): not a JSON object 'not json at all'" in incomplete.problems
+
+
+GITHUB = parse_schema(
+    {
+        "schemaName": "gh",
+        "dimensionFieldSpecs": [{"name": "id", "dataType": "STRING"}],
+        "dateTimeFieldSpecs": [
+            {
+                "name": "created_at",
+                "dataType": "STRING",
+                "format": "1:SECONDS:SIMPLE_DATE_FORMAT:yyyy-MM-dd'T'HH:mm:ssZ",
+                "granularity": "1:HOURS",
+            },
+            {
+                "name": "ts",
+                "dataType": "TIMESTAMP",
+                "format": "1:MILLISECONDS:TIMESTAMP",
+                "granularity": "1:SECONDS",
+            },
+            {
+                "name": "ms",
+                "dataType": "LONG",
+                "format": "1:MILLISECONDS:EPOCH",
+                "granularity": "1:SECONDS",
+            },
+        ],
+    }
+)
+TRANSFORMS = [
+    {
+        "columnName": "ts",
+        "transformFunction": "fromDateTime(created_at, 'yyyy-MM-dd''T''HH:mm:ssZ')",
+    },
+    {"columnName": "ms", "transformFunction": "FROM_DATE_TIME(raw_time, 'yyyyMMddHHmmss')"},
+]
+
+
+def test_transforms_are_parsed_before_any_work():
+    parsed = parse_transforms(TRANSFORMS[:1], GITHUB)
+    assert parsed[0].source == "created_at" and parsed[0].pattern == "yyyy-MM-dd'T'HH:mm:ssXX"
+    assert transform_sources(
+        parse_transforms([{"columnName": "id", "transformFunction": "`x`"}], GITHUB)
+    ) == ["x"]
+    for function in (
+        "Groovy({a+b}, a, b)",
+        "jsonPathString(payload, '$.x')",
+        "upper(id)",
+        "fromDateTime(created_at)",
+        "fromDateTime(trim(created_at), 'yyyy')",
+    ):
+        with pytest.raises(BuildError, match="unsupported transform function"):
+            parse_transforms([{"columnName": "ts", "transformFunction": function}], GITHUB)
+    with pytest.raises(BuildError, match="not a column of the schema"):
+        parse_transforms([{"columnName": "nope", "transformFunction": "id"}], GITHUB)
+
+
+def test_java_patterns_become_spark_patterns():
+    assert spark_datetime_pattern("yyyy-MM-dd'T'HH:mm:ssZ") == "yyyy-MM-dd'T'HH:mm:ssXX"
+    assert spark_datetime_pattern("YYYY-MM-dd HH:mm:ss.SSSZZ") == "yyyy-MM-dd HH:mm:ss.SSSXXX"
+    assert spark_datetime_pattern("yyyy 'o''clock Z' Z") == "yyyy 'o''clock Z' XX"
+    with pytest.raises(BuildError, match="week-based"):
+        spark_datetime_pattern("xxxx-ww")
+
+
+def test_from_date_time_fills_missing_values_only(spark):
+    messages = [
+        (1, {"id": "a", "created_at": "2021-07-21T06:00:00Z", "raw_time": "20210721060001"}),
+        (2, {"id": "b", "created_at": "2021-07-21T08:00:00+0200"}),
+        (3, {"id": "c", "created_at": "not a date", "raw_time": "soon"}),
+        (4, {"id": "d", "created_at": "2021-07-21T06:00:00Z", "ts": 5}),  # has its own value
+    ]
+    transforms = parse_transforms(TRANSFORMS, GITHUB)
+    decoded = frames.decode(frame(spark, messages), GITHUB, transform_sources(transforms))
+    out = frames.apply_transforms(decoded, transforms, GITHUB)
+    rows = {
+        r["__offset"]: r
+        for r in out.selectExpr(
+            "__offset", "unix_millis(ts) AS ts", "ms", "created_at", "__problems"
+        ).collect()
+    }
+    assert rows[1]["ts"] == 1626847200000 and rows[1]["ms"] == 1626847201000
+    assert rows[2]["ts"] == 1626847200000 and rows[2]["ms"] is None  # no raw_time: no problem
+    assert rows[2]["__problems"] == []
+    assert rows[3]["ts"] is None and rows[3]["created_at"] == "not a date"
+    assert sorted((p["column"], p["raw"]) for p in rows[3]["__problems"]) == [
+        ("ms", "soon"),
+        ("ts", "not a date"),
+    ]
+    assert rows[4]["ts"] == 5
+
+
+def test_sort_for_segment_orders_by_time_then_offset_nulls_last(spark):
+    df = spark.createDataFrame(
+        [(10, 3), (None, 1), (5, 9), (10, 2), (5, 4)], "t bigint, __offset bigint"
+    )
+    ordered = frames.sort_for_segment(df, "t").collect()
+    assert [(r["t"], r["__offset"]) for r in ordered] == [
+        (5, 4),
+        (5, 9),
+        (10, 2),
+        (10, 3),
+        (None, 1),
+    ]
+
+
+def test_column_stats_and_summary(spark):
+    messages = [
+        (1, {"i": 3, "s": "b", "tags": [5, 1], "ts": 2000, "by": "ff"}),
+        (2, {"i": 1, "s": "a", "tags": [1], "ts": 1000}),
+        (3, {"i": 3, "s": None, "ts": 3000, "b": False}),
+    ]
+    df = frames.segment_columns(frames.decode(frame(spark, messages), SCHEMA), SCHEMA)
+    stats = frames.column_stats(df, SCHEMA)
+    assert stats["i"] == frames.ColumnStats(2, 1, 3, 3, True, False)
+    assert stats["s"] == frames.ColumnStats(2, "a", "b", 3, True, True)
+    assert stats["ts"] == frames.ColumnStats(3, 1000, 3000, 3, True, False)  # epoch millis
+    assert stats["tags"] == frames.ColumnStats(2, 1, 5, 3, False, True)
+    assert stats["b"].cardinality == 1 and stats["b"].min_value is False
+    assert stats["d"] == frames.ColumnStats(0, None, None, 3, True, True)
+    assert bytes(stats["by"].max_value) == b"\xff"
+
+    summary = frames.summarize(df, frames.time_millis(SCHEMA.field("ts")))
+    assert summary == frames.Summary(3, 3, 1, 3, 1000, 3000)
+
+
+def test_time_millis_reads_epoch_and_simple_date_formats(spark):
+    schema = parse_schema(
+        {
+            "schemaName": "t",
+            "dateTimeFieldSpecs": [
+                {
+                    "name": "sec",
+                    "dataType": "LONG",
+                    "format": "EPOCH|SECONDS",
+                    "granularity": "1:SECONDS",
+                },
+                {
+                    "name": "day",
+                    "dataType": "STRING",
+                    "format": "1:DAYS:SIMPLE_DATE_FORMAT:yyyyMMdd",
+                    "granularity": "1:DAYS",
+                },
+            ],
+        }
+    )
+    df = spark.createDataFrame([(1626847200, "20210721")], "sec bigint, day string")
+    row = df.select(
+        frames.time_millis(schema.field("sec")).alias("a"),
+        frames.time_millis(schema.field("day")).alias("b"),
+    ).first()
+    assert (row.a, row.b) == (1626847200000, 1626825600000)
+    assert parse_time_format(schema.field("sec")).multiply == 1000
