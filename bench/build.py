@@ -83,6 +83,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         work = Path(tmp)
 
+        phases: dict[int, dict[str, float]] = {}
+
         def spark_build(messages: list[bytes], name: str) -> float:
             staging = work / f"{name}.parquet"
             write_staging(enumerate(messages, start=1), staging)
@@ -100,6 +102,8 @@ def main() -> int:
             result = build_from_staging(spark, request, staging.as_uri(), work / name)
             elapsed = time.perf_counter() - started
             assert result.total_docs == len(messages), result
+            phases[len(messages)] = {"setup": 0.0, **result.phase_seconds}
+            phases[len(messages)]["setup"] = round(elapsed - sum(result.phase_seconds.values()), 3)
             return elapsed
 
         spark_build(github_like(2_000), "0")  # warm the session: JVM, codegen, Python workers
@@ -119,6 +123,9 @@ def main() -> int:
                 f"{count:>10} {spark_s:>9.2f} {count / spark_s:>13,.0f} {arrow_s:>9.2f} "
                 f"{count / arrow_s:>13,.0f} {arrow_s / spark_s:>6.2f}"
             )
+        print("Spark build phases (seconds):")
+        for count in args.rows:
+            print(f"{count:>10} " + "  ".join(f"{k} {v:.2f}" for k, v in phases[count].items()))
     return 0
 
 

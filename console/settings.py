@@ -82,6 +82,9 @@ CLUSTER_NAME = env_str("CLUSTER_NAME", "PinotCluster")
 ZK_TIMEOUT_SECONDS = env_float("ZK_TIMEOUT_SECONDS", 5.0)
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:16379/0")
 DEEP_STORE_URI = env_str("DEEP_STORE_URI", (VAR_DIR / "deepstore").as_uri())
+# For an S3-compatible store other than AWS (MinIO, Ceph...); credentials come from the standard
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables, read by botocore itself.
+DEEP_STORE_ENDPOINT_URL = env_str("DEEP_STORE_ENDPOINT_URL", "")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[2]")
 SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 

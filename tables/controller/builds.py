@@ -67,7 +67,11 @@ class BuildOutcome:
 
 
 def deep_store() -> DeepStore:
-    return DeepStore.from_uri(settings.DEEP_STORE_URI)
+    """The deep store of DEEP_STORE_URI (and DEEP_STORE_ENDPOINT_URL for S3-compatible stores)."""
+    options = {}
+    if settings.DEEP_STORE_ENDPOINT_URL:
+        options["endpoint_url"] = settings.DEEP_STORE_ENDPOINT_URL
+    return DeepStore.from_uri(settings.DEEP_STORE_URI, **options)
 
 
 def _creation_time_ms(manager: ResourceManager, table: str, segment: str, now_ms: int) -> int:
@@ -142,6 +146,7 @@ def _run(kind: str, counter: str, table: str, segment: str, task_id: str, build)
         "crc": result.crc,
         "incomplete_by_column": result.incomplete_by_column,
         "problems": result.problems[:10],
+        "phase_seconds": result.phase_seconds,
         "download_uri": uri,
     }
     job.save()

@@ -129,6 +129,9 @@ class BuildResult:
     metadata: dict[str, str] = field(repr=False)
     min_offset: int | None
     max_offset: int | None
+    # Wall seconds per phase: decode (parse, transform, count incomplete rows), write (sort and
+    # write the single Parquet file), stats (read back, summary, per-column statistics), pack.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -329,21 +332,33 @@ def _build(
     segment_dir.mkdir(parents=True)
     data_path = segment_dir / DATA_FILE
 
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
+
+    def lap(phase: str) -> None:
+        nonlocal mark
+        now = time.monotonic()
+        phases[phase] = round(now - mark, 3)
+        mark = now
+
     sources = transform_sources(plan.transforms)
     decoded = frames.apply_transforms(
         frames.decode(rows, plan.schema, sources), plan.transforms, plan.schema
     ).cache()
     try:
         incomplete = frames.count_incomplete(decoded)
+        lap("decode")
         time_key = frames.time_millis(plan.time_spec, plan.time_format) if plan.time_spec else None
         ordered = frames.sort_for_segment(frames.segment_columns(decoded, plan.schema), time_key)
         _write_single_parquet(ordered, data_path)
+        lap("write")
     finally:
         decoded.unpersist()
 
     written = spark.read.parquet(str(data_path))
     summary = frames.summarize(written, time_key)
     stats = frames.column_stats(written, plan.schema)
+    lap("stats")
     if summary.distinct_offsets != summary.total_docs:
         raise BuildError(f"{name}: the input repeats offsets (every offset must appear once)")
     if summary.total_docs and not (
@@ -365,6 +380,7 @@ def _build(
     (segment_dir / CREATION_META).write_bytes(pack_creation_meta(crc, request.creation_time_ms))
     tar_path = work_dir / f"{name}.tar.gz"
     size = pack_segment(segment_dir, tar_path, mtime=request.creation_time_ms // 1000)
+    lap("pack")
     log.info(
         "built %s: %d docs (%d incomplete), %d bytes, crc %d, in %.2f s",
         name,
@@ -389,4 +405,5 @@ def _build(
         metadata=metadata,
         min_offset=summary.min_offset,
         max_offset=summary.max_offset,
+        phase_seconds=phases,
     )
