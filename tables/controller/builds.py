@@ -27,6 +27,7 @@ from tables.controller.context import ClusterContext
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName, raw_table_name
+from tables.domain.table_config import TableConfig
 from tables.models import DurableCounter, Job
 from tables.segments.builder import (
     BuildRequest,
@@ -87,11 +88,14 @@ def _creation_time_ms(manager: ResourceManager, table: str, segment: str, now_ms
     return created
 
 
-def _request(ctx: ClusterContext, table: str, segment: str, start: int, end: int) -> BuildRequest:
+def _request(
+    ctx: ClusterContext, table: str, segment: str, start: int, end: int
+) -> tuple[BuildRequest, TableConfig]:
+    """The build request for `segment`, and the table config it was made from."""
     manager = ResourceManager(ctx)
     config = manager.get_table_config(table)
     schema = manager.get_schema(config.schema_name)
-    return BuildRequest(
+    request = BuildRequest(
         table_name=config.raw_table_name,
         segment_name=segment,
         schema=schema.raw,
@@ -100,6 +104,7 @@ def _request(ctx: ClusterContext, table: str, segment: str, start: int, end: int
         end_offset=end,
         creation_time_ms=_creation_time_ms(manager, table, segment, ctx.now_ms()),
     )
+    return request, config
 
 
 def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
@@ -175,7 +180,7 @@ def build_segment(
     """Build `segment` from the rows a server staged at `staging_key`, and publish it."""
 
     def build(work: Path) -> BuildResult:
-        request = _request(ctx, table, segment, start_offset, end_offset)
+        request, _ = _request(ctx, table, segment, start_offset, end_offset)
         spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
         return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)
 
@@ -193,8 +198,7 @@ def reingest_segment(
     """Rebuild `segment` by reading its offset range `[start, end)` from the stream again."""
 
     def build(work: Path) -> BuildResult:
-        request = _request(ctx, table, segment, start_offset, end_offset)
-        config = ResourceManager(ctx).get_table_config(table)
+        request, config = _request(ctx, table, segment, start_offset, end_offset)
         name = LLCSegmentName.parse(segment)
         if name is None:
             raise ValueError(f"{segment} is not an LLC segment name: no partition to re-read")
