@@ -125,7 +125,7 @@ class ResourceManager:
         if self.zk.exists(self.paths.table_config(table)) is not None:
             raise Conflict(f"table {table} already exists")
         offsets = self._start_offsets(config)
-        instances = self._tagged_instances(config.server_tag)
+        instances = self.tagged_instances(config.server_tag)
         try:
             plan = plan_new_table(config, offsets, instances, self.ctx.now_ms())
         except AssignmentError as exc:
@@ -179,7 +179,7 @@ class ResourceManager:
         finally:
             provider.close()
 
-    def _tagged_instances(self, tag: str) -> list[str]:
+    def tagged_instances(self, tag: str) -> list[str]:
         """Servers whose instance config carries `tag`, enabled or not (as Pinot's default)."""
         found = []
         for instance in self._children(self.paths.participant_configs):

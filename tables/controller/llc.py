@@ -1,0 +1,270 @@
+"""The controller's segment commit: Pinot's PinotLLCRealtimeSegmentManager (reference §6.2 to §6.6).
+
+`commit_segment_metadata` performs the three ZooKeeper steps of a normal commit, each a
+compare-and-set write:
+1. the committing segment's metadata: IN_PROGRESS -> DONE with the built segment's facts;
+2. the next segment's metadata (IN_PROGRESS at the committed end offset), unless the table or the
+   partition is paused or the stream no longer has the partition;
+3. one IdealState update: the committing segment ONLINE on all its replicas, the next segment
+   CONSUMING on its instances — refused when the MAX_SEGMENT_COMPLETION_TIME guard (§6.5) trips,
+   that is when `now` is past the committing metadata's znode mtime plus
+   `max.segment.completion.time.millis` (cluster config, default 300 000 ms): a commit that slow is
+   left to the healing manager, which uses the same guard, so the two never both act.
+If step 3 fails or the next segment did not make it into the IdealState (a pause raced the
+commit), step 2's metadata is deleted again. A crash between steps leaves a state the healing
+manager repairs (§7.3); nothing committed is lost.
+
+Flush thresholds (§6.6) come from one updater per table and topic, kept in this process's memory
+(as in Pinot: a new lead controller starts learning again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
+from tables.domain.commit import CommitRejected, apply_commit, is_partition_paused
+from tables.domain.flush import CommittedSegmentStats, FlushThresholdUpdater, make_updater
+from tables.domain.idealstate import InstanceState
+from tables.domain.names import LLCSegmentName
+from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata, new_in_progress
+from tables.domain.table_config import TableConfig
+from tables.streams.base import StreamError, provider_for
+from tables.zk.records import create_record, read_record, update_record
+
+from .context import ClusterContext
+from .resources import ResourceManager
+
+__all__ = ["CommitRejected", "CommittingSegment", "LLCSegmentManager"]
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENT_COMPLETION_TIME_KEY = "max.segment.completion.time.millis"
+DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS = 300_000
+
+_updaters_lock = threading.Lock()
+_updaters: dict[tuple[str, str], FlushThresholdUpdater] = {}
+
+
+@dataclass(frozen=True)
+class CommittingSegment:
+    """What the committer reports at commit end (the built segment's metadata)."""
+
+    segment_name: str
+    end_offset: int
+    total_docs: int
+    start_time_ms: int
+    end_time_ms: int
+    crc: int
+    data_crc: int
+    size_bytes: int
+    download_url: str
+    row_count: int = -1  # rows consumed before the build (the commit's rowCount)
+    force_commit: bool = False
+
+
+def flush_updater(table: str, topic: str, stream_config: dict[str, str]) -> FlushThresholdUpdater:
+    """This process's updater for (table, topic), created on first use."""
+    with _updaters_lock:
+        key = (table, topic)
+        if key not in _updaters:
+            _updaters[key] = make_updater(stream_config)
+        return _updaters[key]
+
+
+class LLCSegmentManager:
+    def __init__(self, ctx: ClusterContext) -> None:
+        self.ctx = ctx
+        self.zk = ctx.client
+        self.paths = ctx.paths
+        self.resources = ResourceManager(ctx)
+
+    # --- reads -------------------------------------------------------------------------------
+    def max_completion_time_ms(self) -> int:
+        found = read_record(self.zk, self.paths.cluster_config)
+        raw = found.record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY) if found else None
+        try:
+            value = int(raw) if raw else 0
+        except ValueError:
+            value = 0
+        return value if value > 0 else DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
+
+    def _partition_count(self, config: TableConfig) -> int | None:
+        try:
+            provider = provider_for(config.stream_config, self.ctx.redis_url)
+        except StreamError:
+            return None
+        try:
+            return provider.partition_count()
+        except StreamError:
+            return None
+        finally:
+            provider.close()
+
+    # --- commit ------------------------------------------------------------------------------
+    def commit_segment_metadata(self, table: str, committing: CommittingSegment) -> str | None:
+        """The three commit steps; returns the next segment's name (None when none was made).
+
+        Raises CommitRejected (the server is told FAILED) when the segment is not IN_PROGRESS, the
+        IdealState no longer has it CONSUMING, or the completion-time guard trips.
+        """
+        config = self.resources.get_table_config(table)
+        table = config.table_name_with_type
+        name = LLCSegmentName.parse(committing.segment_name)
+        if name is None:
+            raise CommitRejected(f"{committing.segment_name} is not an LLC segment name")
+        meta_path = self.paths.segment(table, committing.segment_name)
+
+        done = self._step1_mark_done(meta_path, committing)
+        # Learn from this segment before sizing the next one, as Pinot's updaters do.
+        self._learn(config, done, committing)
+        next_meta = self._step2_next_segment(config, name, committing, done)
+        try:
+            added = self._step3_idealstate(config, name, committing, next_meta, meta_path)
+        except Exception:
+            self._drop_next(table, next_meta)
+            raise
+        if next_meta is not None and not added:
+            self._drop_next(table, next_meta)
+            next_meta = None
+        return None if next_meta is None else next_meta.segment_name
+
+    def _step1_mark_done(self, path: str, committing: CommittingSegment) -> SegmentZKMetadata:
+        result: dict[str, SegmentZKMetadata] = {}
+
+        def mark(record):
+            current = SegmentZKMetadata.from_znrecord(record)
+            if current.status != SegmentStatus.IN_PROGRESS:
+                raise CommitRejected(
+                    f"{committing.segment_name} is {current.status}, not IN_PROGRESS"
+                )
+            done = current.mark_done(
+                end_offset=str(committing.end_offset),
+                start_time_ms=committing.start_time_ms,
+                end_time_ms=committing.end_time_ms,
+                total_docs=committing.total_docs,
+                crc=committing.crc,
+                data_crc=committing.data_crc,
+                size_in_bytes=committing.size_bytes,
+                download_url=committing.download_url,
+            )
+            result["done"] = done
+            return done.to_znrecord()
+
+        try:
+            update_record(self.zk, path, mark)
+        except NoNodeError:
+            raise CommitRejected(f"{committing.segment_name} has no metadata") from None
+        return result["done"]
+
+    def _next_instances(self, config: TableConfig, partition: int) -> list[str]:
+        instances = self.resources.tagged_instances(config.server_tag)
+        return consuming_instances_for_partition(
+            config.table_name_with_type, instances, partition, config.replication
+        )
+
+    def _step2_next_segment(
+        self,
+        config: TableConfig,
+        name: LLCSegmentName,
+        committing: CommittingSegment,
+        done: SegmentZKMetadata,
+    ) -> SegmentZKMetadata | None:
+        table = config.table_name_with_type
+        ideal = read_record(self.zk, self.paths.idealstate(table))
+        if ideal is None or is_partition_paused(ideal.record, name.partition_group_id):
+            return None
+        partitions = self._partition_count(config)
+        if partitions is not None and name.partition_group_id >= partitions:
+            return None  # the partition ended
+        now = self.ctx.now_ms()
+        next_name = str(name.next(now))
+        num_partitions = partitions or 1
+        instances = self.resources.tagged_instances(config.server_tag)
+        per_instance = max_partitions_per_instance(
+            num_partitions, config.replication, max(len(instances), 1)
+        )
+        updater = flush_updater(table, config.topic_name or "", config.stream_config)
+        threshold = updater.threshold_for_new_segment(per_instance, self._stats(done, committing))
+        meta = new_in_progress(
+            next_name, str(committing.end_offset), config.replication, threshold, now
+        )
+        # NodeExistsError: a retried commit made it already (same name, same start offset).
+        with contextlib.suppress(NodeExistsError):
+            create_record(self.zk, self.paths.segment(table, next_name), meta.to_znrecord())
+        return meta
+
+    def _step3_idealstate(
+        self,
+        config: TableConfig,
+        name: LLCSegmentName,
+        committing: CommittingSegment,
+        next_meta: SegmentZKMetadata | None,
+        meta_path: str,
+    ) -> bool:
+        stat = self.zk.exists(meta_path)
+        limit = self.max_completion_time_ms()
+        if stat is None or self.ctx.now_ms() > stat.mtime + limit:
+            raise CommitRejected(
+                f"{committing.segment_name}: commit took longer than {limit} ms "
+                "(MAX_SEGMENT_COMPLETION_TIME); the healing manager repairs it"
+            )
+        next_name = None if next_meta is None else next_meta.segment_name
+        instances = (
+            [] if next_meta is None else self._next_instances(config, name.partition_group_id)
+        )
+        added: dict[str, bool] = {}
+
+        def change(record):
+            result = apply_commit(record, committing.segment_name, next_name, instances)
+            added["value"] = result.next_segment_added
+            return result.idealstate
+
+        update_record(self.zk, self.paths.idealstate(config.table_name_with_type), change)
+        return added.get("value", False)
+
+    def _drop_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
+        if meta is None:
+            return
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(self.paths.segment(table, meta.segment_name))
+
+    @staticmethod
+    def _stats(done: SegmentZKMetadata, committing: CommittingSegment) -> CommittedSegmentStats:
+        return CommittedSegmentStats(
+            total_docs=committing.total_docs,
+            size_bytes=committing.size_bytes,
+            creation_time_ms=done.creation_time or 0,
+            threshold=done.flush_threshold_size or 0,
+            force_commit=committing.force_commit,
+            pre_commit_rows=committing.row_count,
+        )
+
+    def _learn(
+        self, config: TableConfig, done: SegmentZKMetadata, committing: CommittingSegment
+    ) -> None:
+        updater = flush_updater(
+            config.table_name_with_type, config.topic_name or "", config.stream_config
+        )
+        updater.on_segment_commit(self._stats(done, committing), self.ctx.now_ms())
+
+    # --- other server-reported events ----------------------------------------------------------
+    def segment_stopped_consuming(self, table: str, segment: str, instance: str) -> None:
+        """§6.7: that replica CONSUMING -> OFFLINE in the IdealState (healing recreates the
+        segment once all its replicas are OFFLINE)."""
+        table = self.resources.table_name(table)
+
+        def stop(record):
+            replicas = record.map_fields.get(segment)
+            if not replicas or replicas.get(instance) != InstanceState.CONSUMING:
+                return None
+            out = record.copy()
+            out.map_fields[segment] = {**replicas, instance: InstanceState.OFFLINE}
+            return out
+
+        update_record(self.zk, self.paths.idealstate(table), stop)
