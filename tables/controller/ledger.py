@@ -1,0 +1,217 @@
+"""Gathers the inputs of the exactly-once ledger check (`tables.domain.ledger`) and runs it.
+
+`verify_table(ctx, table, rows=..., key_field=..., lost=...)`:
+- ranges: every segment's metadata is read from ZooKeeper; LLC names give the partition and the
+  sequence number (other names are not part of the stream ledger and are noted);
+- rows (only with `rows=True`), one partition at a time so that memory holds one partition:
+  each DONE segment is downloaded from the deep store (`DeepStore.segment_key`) into a temporary
+  directory and read back with `read_segment`: its `__offset` column, and its key column when the
+  table's schema has `key_field`; a segment that is absent or unreadable is reported, not raised.
+  The stream partition is read over the DONE segments' span `[min start, max end)` with the
+  table's stream provider (never blocking), and each message's key is its JSON object's
+  `key_field` (text as the producer partitions on it: strings as they are, other values as compact
+  JSON; None when absent or not a JSON object).
+- `lost` are the already counted stream losses: they excuse a gap (see the domain module).
+
+Raises NotFound for an unknown table; StreamError (no such topic or partition) and Redis errors
+propagate for the caller to report.
+Nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tables.controller.builds import deep_store
+from tables.controller.context import ClusterContext
+from tables.controller.errors import NotFound
+from tables.controller.resources import ResourceManager
+from tables.domain.ledger import (
+    LedgerReport,
+    LostRange,
+    SegmentRange,
+    SegmentRows,
+    StreamRows,
+    check_ranges,
+    check_rows,
+    combine,
+    parse_offset,
+)
+from tables.domain.names import LLCSegmentName
+from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
+from tables.segments.deepstore import DeepStore
+from tables.segments.frames import OFFSET_COLUMN
+from tables.segments.segment_format import read_segment
+from tables.streams.base import StreamError, StreamProvider, provider_for
+from tables.streams.producer import DEFAULT_KEY_FIELD
+
+__all__ = ["key_text", "read_stream_keys", "segment_ranges", "verify_table"]
+
+FETCH_BATCH = 10_000
+
+
+def key_text(value: Any) -> str | None:
+    """A key as text: strings as they are, other JSON values as compact JSON; None stays None."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _message_key(value: bytes, key_field: str) -> str | None:
+    try:
+        row = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return key_text(row.get(key_field)) if isinstance(row, dict) else None
+
+
+def segment_ranges(
+    manager: ResourceManager, table: str
+) -> tuple[list[SegmentRange], dict[str, SegmentZKMetadata], list[str]]:
+    """(the LLC segments' ranges, their metadata by name, the names that are not LLC names)."""
+    ranges: list[SegmentRange] = []
+    metadata: dict[str, SegmentZKMetadata] = {}
+    others: list[str] = []
+    for name in manager.segment_names(table):
+        parsed = LLCSegmentName.parse(name)
+        if parsed is None:
+            others.append(name)
+            continue
+        try:
+            found = manager.segment_metadata(table, name)
+        except NotFound:  # deleted since the listing (retention): no longer part of the ledger
+            continue
+        metadata[name] = found
+        ranges.append(
+            SegmentRange(
+                segment=name,
+                partition=parsed.partition_group_id,
+                sequence=parsed.sequence_number,
+                status=str(found.status),
+                start_offset=found.start_offset,
+                end_offset=found.end_offset,
+            )
+        )
+    return ranges, metadata, others
+
+
+def read_stream_keys(
+    provider: StreamProvider, partition: int, start: int, end: int, key_field: str
+) -> StreamRows:
+    """The key of every message the partition still holds in `[start, end)`."""
+    try:
+        latest = provider.latest_offset(partition)
+        first_available = provider.earliest_offset(partition)
+    except ValueError as exc:  # the topic has no such partition (any more)
+        raise StreamError(str(exc)) from None
+    keys: dict[int, str | None] = {}
+    offset, stop = start, min(end, latest)
+    while offset < stop:
+        batch = provider.fetch(partition, offset, min(FETCH_BATCH, stop - offset), timeout_ms=0)
+        first_available = max(first_available, batch.first_available_offset)
+        for message in batch.messages:
+            if message.offset < stop:
+                keys[message.offset] = _message_key(message.value, key_field)
+        if not batch.messages:
+            break
+        offset = batch.next_offset
+    return StreamRows(keys=keys, first_available=first_available, latest=latest)
+
+
+def _segment_rows(
+    store: DeepStore,
+    raw_table: str,
+    found: SegmentRange,
+    metadata: SegmentZKMetadata,
+    key_column: str | None,
+    work: Path,
+) -> SegmentRows:
+    start, end = parse_offset(found.start_offset), parse_offset(found.end_offset)
+    assert start is not None and end is not None  # _done_by_partition kept only these
+    base = SegmentRows(found.segment, start, end, total_docs=metadata.total_docs)
+    key = store.segment_key(raw_table, found.segment)
+    if not store.exists(key):
+        return _with_error(base, f"not in the deep store at {store.uri_for(key)}")
+    local = work / f"{found.segment}.tar.gz"
+    try:
+        store.download(key, local)
+        _, table = read_segment(local)
+    except (OSError, ValueError, EOFError, tarfile.TarError) as exc:  # pyarrow's are OSError/Value
+        return _with_error(base, f"{type(exc).__name__}: {exc}")
+    finally:
+        local.unlink(missing_ok=True)
+    if OFFSET_COLUMN not in table.column_names:
+        return _with_error(base, f"it has no {OFFSET_COLUMN} column")
+    offsets = [int(o) for o in table.column(OFFSET_COLUMN).to_pylist() if o is not None]
+    keys = None
+    if key_column is not None and key_column in table.column_names:
+        keys = [key_text(v) for v in table.column(key_column).to_pylist()]
+    return SegmentRows(found.segment, start, end, offsets, keys, metadata.total_docs)
+
+
+def _with_error(rows: SegmentRows, error: str) -> SegmentRows:
+    return SegmentRows(rows.segment, rows.start_offset, rows.end_offset, error=error)
+
+
+def _done_by_partition(ranges: Iterable[SegmentRange]) -> dict[int, list[SegmentRange]]:
+    """DONE segments whose offsets the range check could read, by partition."""
+    out: dict[int, list[SegmentRange]] = defaultdict(list)
+    for found in ranges:
+        if found.status != SegmentStatus.DONE:
+            continue
+        start, end = parse_offset(found.start_offset), parse_offset(found.end_offset)
+        if start is not None and end is not None and start <= end:
+            out[found.partition].append(found)
+    return out
+
+
+def verify_table(
+    ctx: ClusterContext,
+    table: str,
+    *,
+    rows: bool = False,
+    key_field: str = DEFAULT_KEY_FIELD,
+    lost: Iterable[LostRange] = (),
+    store: DeepStore | None = None,
+) -> LedgerReport:
+    """Check `table`'s ledger (see the module docstring)."""
+    lost = list(lost)
+    manager = ResourceManager(ctx)
+    config = manager.get_table_config(table)
+    ranges, metadata, others = segment_ranges(manager, table)
+    report = check_ranges(ranges, lost)
+    report.notes.extend(f"{name}: not an LLC segment name, not in the ledger" for name in others)
+    if not rows:
+        return report
+    store = store or deep_store()
+    schema = manager.get_schema(config.schema_name)
+    key_column = key_field if schema.field(key_field) is not None else None
+    provider = provider_for(config.stream_config, ctx.redis_url)
+    row_reports: list[LedgerReport] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="verify-ledger-") as work:
+            for partition, done in sorted(_done_by_partition(ranges).items()):
+                segments = [
+                    _segment_rows(
+                        store,
+                        config.raw_table_name,
+                        found,
+                        metadata[found.segment],
+                        key_column,
+                        Path(work),
+                    )
+                    for found in done
+                ]
+                span_start = min(s.start_offset for s in segments)
+                span_end = max(s.end_offset for s in segments)
+                stream = read_stream_keys(provider, partition, span_start, span_end, key_field)
+                row_reports.append(check_rows(partition, segments, stream, lost))
+    finally:
+        provider.close()
+    return combine(report, row_reports)
