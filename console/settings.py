@@ -88,6 +88,11 @@ DEEP_STORE_ENDPOINT_URL = env_str("DEEP_STORE_ENDPOINT_URL", "")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[2]")
 SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 
+# --- the controller ------------------------------------------------------------------------------
+# This controller's participant id, and the URL servers and download links use to reach it.
+CONTROLLER_INSTANCE_ID = env_str("CONTROLLER_INSTANCE_ID", "Controller_127.0.0.1_9000")
+CONTROLLER_VIP_URL = env_str("CONTROLLER_VIP_URL", "http://127.0.0.1:9000")
+
 # --- health checks -------------------------------------------------------------------------------
 HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
 # A cold Spark session costs about 5 s of JVM start plus 2-3 s for the first job.

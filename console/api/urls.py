@@ -1,9 +1,23 @@
 from django.urls import path
 
-from . import pinot
+from . import completion, pinot
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
+    # The segment completion protocol (servers -> the table's lead controller).
+    path("segmentConsumed", completion.segment_consumed, name="segment-consumed"),
+    path(
+        "segmentStoppedConsuming",
+        completion.segment_stopped_consuming,
+        name="segment-stopped-consuming",
+    ),
+    path("segmentCommitStart", completion.segment_commit_start, name="segment-commit-start"),
+    path(
+        "segmentCommitEndWithMetadata",
+        completion.segment_commit_end_with_metadata,
+        name="segment-commit-end",
+    ),
+    path("extendBuildTime", completion.extend_build_time, name="extend-build-time"),
     path("schemas", pinot.SchemaList.as_view(), name="schemas"),
     path("schemas/<str:name>", pinot.SchemaDetail.as_view(), name="schema"),
     path("tables", pinot.TableList.as_view(), name="tables"),

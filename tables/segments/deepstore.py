@@ -126,6 +126,12 @@ class DeepStore:
         path = self.path_for(key)
         return Path(path).as_uri() if self.is_local else f"{self.scheme}://{path}"
 
+    def key_for_uri(self, uri: str) -> str | None:
+        """The key of an object URI inside this store, or None when the URI is elsewhere."""
+        root = Path(self.root).as_uri() if self.is_local else f"{self.scheme}://{self.root}"
+        prefix = root.rstrip("/") + "/"
+        return uri[len(prefix) :] if uri.startswith(prefix) else None
+
     # --- writes -------------------------------------------------------------------------------
 
     def publish(self, local_file: Path, key: str) -> str:

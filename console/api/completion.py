@@ -1,0 +1,119 @@
+"""The segment completion protocol's endpoints, at Pinot's paths with Pinot's parameter names
+(reference §5.1) and response JSON (§5.3). Servers call them, not console users: no login, no
+CSRF. A missing or malformed required parameter answers FAILED, as Pinot does.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from tables.controller import builds, context
+from tables.controller.completion import CompletionManager, SegmentFiles
+from tables.domain.completion import Response, Status
+
+REQUIRED = ("instance", "name", "streamPartitionMsgOffset")
+
+
+@functools.cache
+def _manager(instance_id: str, vip_url: str) -> CompletionManager:
+    return CompletionManager(context.current, instance_id, vip_url, builds.deep_store)
+
+
+def manager() -> CompletionManager:
+    """This process's completion manager (its FSMs live here)."""
+    return _manager(settings.CONTROLLER_INSTANCE_ID, settings.CONTROLLER_VIP_URL)
+
+
+def _reply(response: Response) -> JsonResponse:
+    return JsonResponse(response.to_json())
+
+
+def _required(request: HttpRequest) -> tuple[str, str, int] | None:
+    params = request.GET
+    if any(not params.get(key) for key in REQUIRED):
+        return None
+    try:
+        offset = int(params["streamPartitionMsgOffset"])
+    except ValueError:
+        return None
+    return params["instance"], params["name"], offset
+
+
+def _int(request: HttpRequest, key: str, default: int = -1) -> int:
+    try:
+        return int(request.GET.get(key, default))
+    except ValueError:
+        return default
+
+
+def protocol_view(view):
+    return login_not_required(csrf_exempt(view))
+
+
+@protocol_view
+@require_GET
+def segment_consumed(request: HttpRequest) -> JsonResponse:
+    args = _required(request)
+    if args is None:
+        return _reply(Response(Status.FAILED))
+    instance, name, offset = args
+    reason = request.GET.get("reason")
+    return _reply(
+        manager().segment_consumed(instance, name, offset, reason, _int(request, "rowCount"))
+    )
+
+
+@protocol_view
+@require_GET
+def segment_stopped_consuming(request: HttpRequest) -> JsonResponse:
+    args = _required(request)
+    if args is None:
+        return _reply(Response(Status.FAILED))
+    instance, name, offset = args
+    return _reply(
+        manager().segment_stopped_consuming(instance, name, offset, request.GET.get("reason"))
+    )
+
+
+@protocol_view
+@require_GET
+def segment_commit_start(request: HttpRequest) -> JsonResponse:
+    args = _required(request)
+    if args is None:
+        return _reply(Response(Status.FAILED))
+    return _reply(manager().segment_commit_start(*args))
+
+
+@protocol_view
+@require_GET
+def extend_build_time(request: HttpRequest) -> JsonResponse:
+    args = _required(request)
+    if args is None:
+        return _reply(Response(Status.FAILED))
+    instance, name, offset = args
+    extra = _int(request, "extraTimeSec", 0)
+    return _reply(manager().extend_build_time(instance, name, offset, extra))
+
+
+@protocol_view
+@require_POST
+def segment_commit_end_with_metadata(request: HttpRequest) -> JsonResponse:
+    args = _required(request)
+    location = request.GET.get("location")
+    properties = request.FILES.get("metadata.properties")
+    creation = request.FILES.get("creation.meta")
+    if args is None or not location or properties is None or creation is None:
+        return _reply(Response(Status.FAILED))
+    try:
+        files = SegmentFiles(properties.read().decode("utf-8"), creation.read())
+    except (UnicodeDecodeError, ValueError):
+        return _reply(Response(Status.FAILED))
+    instance, name, offset = args
+    params = {k: v for k, v in request.GET.items() if k not in REQUIRED}
+    return _reply(manager().segment_commit_end(instance, name, offset, location, files, params))

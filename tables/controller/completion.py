@@ -1,0 +1,226 @@
+"""The controller's side of the segment completion protocol: Pinot's SegmentCompletionManager.
+
+Contract:
+- One in-memory FSM (`tables.domain.completion`) per completing segment, in THIS process: the
+  completion endpoints must be served by the one controller process that leads the table (not by a
+  pool of web workers). Each FSM is used under its own lock and dropped once COMMITTED or ABORTED.
+  Losing the FSMs (a controller restart) is safe: a new FSM is built from the segment's ZooKeeper
+  metadata, and servers simply re-report.
+- Only the table's lead controller (`leadership.lead_controller_for`) runs FSM calls; any other
+  answers NOT_LEADER. A call missing a required parameter, or with an offset that is not an
+  integer, answers FAILED.
+- The FSM's side effects are the LLC segment manager's commit steps. Commit end resolves the
+  segment file (Pinot's commitSegmentFile): a `peer://` location commits with download URL "",
+  an object elsewhere in the deep store is moved to the segment's final key, and the download URL
+  becomes `<vip>/segments/<raw>/<segment>`.
+- Pauseless tables are refused at commit start with FAILED for now (§6.3 is not implemented yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from urllib.parse import quote
+
+from tables.domain.completion import Response, SegmentCompletionFSM, Status
+from tables.domain.names import LLCSegmentName, table_name_with_type
+from tables.domain.segment_metadata import SegmentStatus
+from tables.models import DurableCounter
+from tables.segments.deepstore import DeepStore
+from tables.segments.segment_format import parse_properties, unpack_creation_meta
+
+from .context import ClusterContext
+from .errors import NotFound
+from .leadership import lead_controller_for
+from .llc import CommittingSegment, LLCSegmentManager
+from .resources import ResourceManager
+
+__all__ = ["CompletionManager", "SegmentFiles"]
+
+log = logging.getLogger(__name__)
+
+STATE_MACHINE_ABORTS = "llcStateMachineAborts"
+COMMIT_TIMEOUT_KEY = "realtime.segment.commit.timeoutSeconds"
+
+
+class SegmentFiles:
+    """The two files a committer sends with commit end."""
+
+    def __init__(self, metadata_properties: str, creation_meta: bytes) -> None:
+        self.metadata = parse_properties(metadata_properties)
+        self.crc, self.creation_time_ms = unpack_creation_meta(creation_meta)
+
+
+class _Actions:
+    """The FSM's side effects for one segment."""
+
+    def __init__(self, manager: CompletionManager, table: str, segment: str) -> None:
+        self.manager, self.table, self.segment = manager, table, segment
+        self.files: SegmentFiles | None = None
+        self.row_count = -1
+
+    def commit_metadata(
+        self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
+    ) -> None:
+        if self.files is None:
+            raise ValueError("commit end without metadata.properties and creation.meta")
+        meta = self.files.metadata
+        download_url = self.manager.commit_segment_file(self.table, self.segment, location)
+        committing = CommittingSegment(
+            segment_name=self.segment,
+            end_offset=offset,
+            total_docs=int(meta.get("segment.total.docs", "0")),
+            start_time_ms=int(meta.get("segment.start.time", "0")),
+            end_time_ms=int(meta.get("segment.end.time", "0")),
+            crc=self.files.crc,
+            data_crc=self.files.crc,
+            size_bytes=int(metadata.get("segmentSizeBytes", "-1")),
+            download_url=download_url,
+            row_count=self.row_count,
+        )
+        LLCSegmentManager(self.manager.ctx()).commit_segment_metadata(self.table, committing)
+
+    def commit_to_committing(self, instance: str, offset: int) -> None:
+        raise NotImplementedError("pauseless commit (COMMITTING) is not implemented yet")
+
+    def commit_to_done(
+        self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
+    ) -> None:
+        raise NotImplementedError("pauseless commit (COMMITTING -> DONE) is not implemented yet")
+
+    def stopped_consuming(self, instance: str, offset: int, reason: str | None) -> None:
+        LLCSegmentManager(self.manager.ctx()).segment_stopped_consuming(
+            self.table, self.segment, instance
+        )
+
+    def aborted(self) -> None:
+        DurableCounter.increment(STATE_MACHINE_ABORTS, self.table.removesuffix("_REALTIME"))
+
+
+class CompletionManager:
+    def __init__(
+        self,
+        ctx: Callable[[], ClusterContext],
+        instance_id: str,
+        vip_url: str,
+        deep_store: Callable[[], DeepStore],
+    ) -> None:
+        self.ctx = ctx
+        self.instance_id = instance_id
+        self.vip_url = vip_url.rstrip("/")
+        self.deep_store = deep_store
+        self._lock = threading.Lock()
+        self._fsms: dict[str, tuple[threading.Lock, SegmentCompletionFSM, _Actions]] = {}
+
+    # --- the protocol's calls ----------------------------------------------------------------
+    def segment_consumed(
+        self, instance: str, segment: str, offset: int, reason: str | None, row_count: int = -1
+    ) -> Response:
+        def call(fsm: SegmentCompletionFSM, actions: _Actions, now: int) -> Response:
+            actions.row_count = row_count if row_count > 0 else actions.row_count
+            return fsm.segment_consumed(instance, offset, reason, now)
+
+        return self._run(segment, call)
+
+    def segment_commit_start(self, instance: str, segment: str, offset: int) -> Response:
+        return self._run(segment, lambda f, a, now: f.segment_commit_start(instance, offset, now))
+
+    def segment_commit_end(
+        self,
+        instance: str,
+        segment: str,
+        offset: int,
+        location: str,
+        files: SegmentFiles,
+        params: Mapping[str, str],
+    ) -> Response:
+        def call(fsm: SegmentCompletionFSM, actions: _Actions, now: int) -> Response:
+            actions.files = files
+            if int(params.get("rowCount", "-1")) > 0:
+                actions.row_count = int(params["rowCount"])
+            return fsm.segment_commit_end(instance, offset, location, params, now)
+
+        return self._run(segment, call)
+
+    def segment_stopped_consuming(
+        self, instance: str, segment: str, offset: int, reason: str | None
+    ) -> Response:
+        return self._run(
+            segment,
+            lambda f, a, now: f.stopped_consuming(instance, offset, reason, now),
+            first_is_stopped=True,
+        )
+
+    def extend_build_time(
+        self, instance: str, segment: str, offset: int, extra_time_sec: int
+    ) -> Response:
+        return self._run(
+            segment, lambda f, a, now: f.extend_build_time(instance, offset, extra_time_sec, now)
+        )
+
+    # --- machinery ---------------------------------------------------------------------------
+    def _run(self, segment: str, call, first_is_stopped: bool = False) -> Response:
+        name = LLCSegmentName.parse(segment)
+        if name is None:
+            return Response(Status.FAILED)
+        table = table_name_with_type(name.table_name, "REALTIME")
+        ctx = self.ctx()
+        if lead_controller_for(ctx, table) != self.instance_id:
+            return Response(Status.NOT_LEADER)
+        try:
+            lock, fsm, actions = self._fsm_for(ctx, table, segment, first_is_stopped)
+        except NotFound:
+            return Response(Status.FAILED)
+        with lock:
+            response = call(fsm, actions, ctx.now_ms())
+            if fsm.is_done:
+                with self._lock:
+                    self._fsms.pop(segment, None)
+        return response
+
+    def _fsm_for(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
+        with self._lock:
+            entry = self._fsms.get(segment)
+            if entry is not None:
+                return entry
+            resources = ResourceManager(ctx)
+            meta = resources.segment_metadata(table, segment)
+            config = resources.get_table_config(table)
+            timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
+            actions = _Actions(self, table, segment)
+            done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)
+            fsm = SegmentCompletionFSM(
+                segment,
+                meta.num_replicas or config.replication,
+                ctx.now_ms(),
+                actions,
+                pauseless=config.pauseless_enabled,
+                zk_status=str(meta.status),
+                zk_end_offset=int(meta.end_offset) if done and meta.end_offset else None,
+                commit_timeout_ms=int(timeout_s) * 1000 if timeout_s else 120_000,
+                first_message_is_stopped_consuming=first_is_stopped,
+                controller_vip_url=self.vip_url,
+            )
+            entry = (threading.Lock(), fsm, actions)
+            self._fsms[segment] = entry
+            return entry
+
+    def commit_segment_file(self, table: str, segment: str, location: str) -> str:
+        """Pinot's commitSegmentFile: the committed segment's download URL."""
+        if location.startswith("peer://"):
+            return ""
+        raw = table.removesuffix("_REALTIME")
+        store = self.deep_store()
+        final = store.segment_key(raw, segment)
+        if location != store.uri_for(final):
+            source = store.key_for_uri(location)
+            if source is None or not store.exists(source):
+                raise ValueError(f"segment location {location} is not in the deep store")
+            with tempfile.TemporaryDirectory(prefix="commit-") as tmp:
+                local = store.download(source, Path(tmp) / "segment.tar.gz")
+                store.publish(local, final)
+            store.delete(source)
+        return f"{self.vip_url}/segments/{quote(raw)}/{quote(segment)}"
