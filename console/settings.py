@@ -90,7 +90,9 @@ SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 
 # --- the controller ------------------------------------------------------------------------------
 # This controller's participant id, and the URL servers and download links use to reach it.
-CONTROLLER_INSTANCE_ID = env_str("CONTROLLER_INSTANCE_ID", "Controller_127.0.0.1_9000")
+# Empty outside `run_controller` (which sets both): a web process never runs completion FSMs, it
+# answers NOT_LEADER, because the FSMs must live in the one process that leads the table.
+CONTROLLER_INSTANCE_ID = env_str("CONTROLLER_INSTANCE_ID", "")
 CONTROLLER_VIP_URL = env_str("CONTROLLER_VIP_URL", "http://127.0.0.1:9000")
 
 # --- health checks -------------------------------------------------------------------------------

@@ -142,6 +142,13 @@ def test_a_controller_that_does_not_lead_the_table_says_not_leader(table):
     assert _consumed(Client(), a, segment, start + 1)["status"] == "NOT_LEADER"
 
 
+def test_a_process_that_is_not_a_controller_never_runs_fsms(table, settings):
+    segment, (a, _), start = _segment(table, 1)
+    settings.CONTROLLER_INSTANCE_ID = ""  # a web worker: not a controller
+    completion._manager.cache_clear()
+    assert _consumed(Client(), a, segment, start + 1)["status"] == "NOT_LEADER"
+
+
 def test_missing_or_malformed_parameters_fail(table):
     segment, (a, _), _ = _segment(table, 2)
     failed = {
