@@ -33,11 +33,25 @@ def spark_probe() -> dict[str, object]:
 
 @shared_task(name="tables.spark_build_segment", bind=True, ignore_result=False)
 def spark_build_segment(
-    self, table: str, segment: str, staging_key: str, start_offset: int, end_offset: int
+    self,
+    table: str,
+    segment: str,
+    staging_key: str,
+    start_offset: int,
+    end_offset: int,
+    output_key: str | None = None,
 ) -> dict[str, object]:
-    """Build a committed segment from a server's staged rows and publish it to the deep store."""
+    """Build a segment from a server's staged rows and publish it to the deep store (at its final
+    key, or at `output_key` for a committer's upload that commit end will move)."""
     outcome = builds.build_segment(
-        context.current(), table, segment, staging_key, start_offset, end_offset, self.request.id
+        context.current(),
+        table,
+        segment,
+        staging_key,
+        start_offset,
+        end_offset,
+        self.request.id,
+        output_key,
     )
     return outcome.as_dict()
 

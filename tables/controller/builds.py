@@ -123,7 +123,15 @@ def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
     )
 
 
-def _run(kind: str, counter: str, table: str, segment: str, task_id: str, build) -> BuildOutcome:
+def _run(
+    kind: str,
+    counter: str,
+    table: str,
+    segment: str,
+    task_id: str,
+    build,
+    output_key: str | None = None,
+) -> BuildOutcome:
     raw = raw_table_name(table)
     job = _start_job(kind, raw, segment, task_id)
     started = time.monotonic()
@@ -131,7 +139,7 @@ def _run(kind: str, counter: str, table: str, segment: str, task_id: str, build)
         store = deep_store()
         with tempfile.TemporaryDirectory(prefix="segment-build-") as work:
             result: BuildResult = build(Path(work))
-            key = store.segment_key(raw, segment)
+            key = output_key or store.segment_key(raw, segment)
             uri = store.publish(result.tar_path, key)
     except Exception as exc:
         job.status = Job.Status.FAILED
@@ -176,15 +184,18 @@ def build_segment(
     start_offset: int,
     end_offset: int,
     task_id: str = "",
+    output_key: str | None = None,
 ) -> BuildOutcome:
-    """Build `segment` from the rows a server staged at `staging_key`, and publish it."""
+    """Build `segment` from the rows a server staged at `staging_key`, and publish it at
+    `output_key`, by default the segment's final key. A committing server passes a temporary key
+    (`<raw>/<segment>.tmp.<id>`): only the controller's commit end makes it the segment."""
 
     def build(work: Path) -> BuildResult:
         request, _ = _request(ctx, table, segment, start_offset, end_offset)
         spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
         return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)
 
-    return _run(Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build)
+    return _run(Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build, output_key)
 
 
 def reingest_segment(

@@ -2,9 +2,11 @@
 
 Keys. Each produced row carries a key field (default `__key`) so that a ledger check can prove that
 every row was committed exactly once. A row that already has a non-null value in that field keeps
-it; every other row gets the run's row number (0, 1, 2, ... in produce order: increasing and unique
-within one run). The partition is `zlib.crc32(key) % partitions`, with the key as text (strings as
-they are, other JSON values as compact JSON), so it is stable across runs and machines.
+it; every other row gets `first_key` plus its row number in the run (increasing and unique). The
+produce command starts `first_key` at the number of messages the topic has ever received, so keys
+stay unique across successive runs into one topic (one producer at a time). The partition is
+`zlib.crc32(key) % partitions`, with the key as text (strings as they are, other JSON values as
+compact JSON), so it is stable across runs and machines.
 
 Files. `read_rows` accepts a JSON array of objects, or a sequence of JSON objects separated by
 whitespace (JSON lines; Pinot's example `githubEvents_*.json` is JSON lines despite its name).
@@ -334,6 +336,7 @@ class Producer:
         count: int | None = None,
         key_field: str = DEFAULT_KEY_FIELD,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        first_key: int = 0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
@@ -344,6 +347,7 @@ class Producer:
             raise ValueError("partitions and batch_size must be >= 1, rate and count >= 0")
         self.admin, self.topic, self.partitions = admin, topic, partitions
         self.rate, self.count, self.key_field, self.batch_size = rate, count, key_field, batch_size
+        self.first_key = first_key
         self._clock, self._sleep, self._wall_ms = clock, sleep, wall_ms
         self._on_progress, self._progress_interval = on_progress, progress_interval
         self.stats = ProduceStats(started=clock())
@@ -385,7 +389,7 @@ class Producer:
         for row in source:
             if not isinstance(row, SourceRow):
                 row = SourceRow(row)
-            key, value = keyed_value(row, self.key_field, self.stats.rows + taken)
+            key, value = keyed_value(row, self.key_field, self.first_key + self.stats.rows + taken)
             batches.setdefault(partition_for_key(key, self.partitions), []).append(value)
             taken += 1
             if taken == limit:

@@ -90,6 +90,12 @@ def test_a_build_publishes_the_segment_and_a_rerun_gives_the_same_bytes(
     assert jobs[0].bytes == first["size_bytes"]
     assert jobs[0].duration_ms > 0
 
+    # A committer's build goes to a temporary key: only commit end makes it the segment.
+    temporary = f"githubEvents/{segment}.tmp.{uuid.uuid4().hex}"
+    upload = spark_build_segment.delay("githubEvents", segment, key, 1, 801, temporary)
+    assert upload.get(TASK_TIMEOUT)["download_uri"] == builds.deep_store().uri_for(temporary)
+    assert _sha(temporary) == digest
+
     api = APIClient()
     api.force_authenticate(admin_user)
     resp = api.get(f"/segments/githubEvents/{segment}")

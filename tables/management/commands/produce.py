@@ -34,7 +34,12 @@ from tables.streams.producer import (
     read_rows,
     synthetic_rows,
 )
-from tables.streams.redis_streams import DEFAULT_KEY_PREFIX, RedisStreamProvider, RedisTopicAdmin
+from tables.streams.redis_streams import (
+    DEFAULT_KEY_PREFIX,
+    FIRST_OFFSET,
+    RedisStreamProvider,
+    RedisTopicAdmin,
+)
 
 
 class Command(BaseCommand):
@@ -78,6 +83,7 @@ class Command(BaseCommand):
         interrupted = False
         try:
             self._ensure_topic(admin, topic, partitions)
+            producer.first_key = self._messages_so_far(admin, topic)
             producer.run(rows)
         except KeyboardInterrupt:
             interrupted = True
@@ -102,6 +108,18 @@ class Command(BaseCommand):
             )
         except (OSError, ValueError, KeyError) as exc:
             raise CommandError(f"cannot use schema {options['schema']}: {exc}") from exc
+
+    @staticmethod
+    def _messages_so_far(admin: RedisTopicAdmin, topic: str) -> int:
+        """How many messages the topic has ever received (offsets are never reused, even after
+        retention trims): this run's keys start there, so they never repeat an earlier run's."""
+        provider = admin.provider(topic)
+        try:
+            return sum(
+                provider.latest_offset(p) - FIRST_OFFSET for p in range(provider.partition_count())
+            )
+        finally:
+            provider.close()
 
     def _ensure_topic(self, admin: RedisTopicAdmin, topic: str, partitions: int) -> None:
         try:

@@ -139,3 +139,11 @@ def test_file_and_schema_are_exclusive(redis_prefix, topic):
             file=str(GITHUB_EVENTS),
             schema=str(GITHUB_SCHEMA),
         )
+
+
+def test_keys_stay_unique_across_runs_into_one_topic(redis_client, redis_prefix, topic):
+    for _ in range(2):
+        produce(redis_prefix, topic=topic, partitions=3, rate=0, file=str(GITHUB_EVENTS), count=50)
+    produced = messages(redis_client, redis_prefix, topic)
+    keys = [json.loads(value)["__key"] for values in produced.values() for value in values]
+    assert sorted(keys) == list(range(100))
