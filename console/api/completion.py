@@ -30,10 +30,6 @@ def manager() -> CompletionManager:
     return _manager(settings.CONTROLLER_INSTANCE_ID, settings.CONTROLLER_VIP_URL)
 
 
-def _reply(response: Response) -> JsonResponse:
-    return JsonResponse(response.to_json())
-
-
 def _required(request: HttpRequest) -> tuple[str, str, int] | None:
     params = request.GET
     if any(not params.get(key) for key in REQUIRED):
@@ -52,68 +48,58 @@ def _int(request: HttpRequest, key: str, default: int = -1) -> int:
         return default
 
 
-def protocol_view(view):
-    return login_not_required(csrf_exempt(view))
+def protocol_call(method: str):
+    """A protocol endpoint: no login, no CSRF, `method` only, the required parameters parsed
+    (FAILED when one is missing or malformed) and the Response serialised as Pinot does."""
+
+    def wrap(handler):
+        @functools.wraps(handler)
+        def view(request: HttpRequest) -> JsonResponse:
+            args = _required(request)
+            response = Response(Status.FAILED) if args is None else handler(request, *args)
+            return JsonResponse(response.to_json())
+
+        allowed = require_GET if method == "GET" else require_POST
+        return login_not_required(csrf_exempt(allowed(view)))
+
+    return wrap
 
 
-@protocol_view
-@require_GET
-def segment_consumed(request: HttpRequest) -> JsonResponse:
-    args = _required(request)
-    if args is None:
-        return _reply(Response(Status.FAILED))
-    instance, name, offset = args
-    reason = request.GET.get("reason")
-    return _reply(
-        manager().segment_consumed(instance, name, offset, reason, _int(request, "rowCount"))
-    )
+@protocol_call("GET")
+def segment_consumed(request: HttpRequest, instance: str, name: str, offset: int) -> Response:
+    reason, rows = request.GET.get("reason"), _int(request, "rowCount")
+    return manager().segment_consumed(instance, name, offset, reason, rows)
 
 
-@protocol_view
-@require_GET
-def segment_stopped_consuming(request: HttpRequest) -> JsonResponse:
-    args = _required(request)
-    if args is None:
-        return _reply(Response(Status.FAILED))
-    instance, name, offset = args
-    return _reply(
-        manager().segment_stopped_consuming(instance, name, offset, request.GET.get("reason"))
-    )
+@protocol_call("GET")
+def segment_stopped_consuming(
+    request: HttpRequest, instance: str, name: str, offset: int
+) -> Response:
+    return manager().segment_stopped_consuming(instance, name, offset, request.GET.get("reason"))
 
 
-@protocol_view
-@require_GET
-def segment_commit_start(request: HttpRequest) -> JsonResponse:
-    args = _required(request)
-    if args is None:
-        return _reply(Response(Status.FAILED))
-    return _reply(manager().segment_commit_start(*args))
+@protocol_call("GET")
+def segment_commit_start(request: HttpRequest, instance: str, name: str, offset: int) -> Response:
+    return manager().segment_commit_start(instance, name, offset)
 
 
-@protocol_view
-@require_GET
-def extend_build_time(request: HttpRequest) -> JsonResponse:
-    args = _required(request)
-    if args is None:
-        return _reply(Response(Status.FAILED))
-    instance, name, offset = args
-    extra = _int(request, "extraTimeSec", 0)
-    return _reply(manager().extend_build_time(instance, name, offset, extra))
+@protocol_call("GET")
+def extend_build_time(request: HttpRequest, instance: str, name: str, offset: int) -> Response:
+    return manager().extend_build_time(instance, name, offset, _int(request, "extraTimeSec", 0))
 
 
-@protocol_view
-@require_POST
-def segment_commit_end_with_metadata(request: HttpRequest) -> JsonResponse:
-    args = _required(request)
+@protocol_call("POST")
+def segment_commit_end_with_metadata(
+    request: HttpRequest, instance: str, name: str, offset: int
+) -> Response:
     location = request.GET.get("location")
     properties = request.FILES.get("metadata.properties")
     creation = request.FILES.get("creation.meta")
-    if args is None or not location or properties is None or creation is None:
-        return _reply(Response(Status.FAILED))
+    if not location or properties is None or creation is None:
+        return Response(Status.FAILED)
     try:
         files = SegmentFiles(properties.read().decode("utf-8"), creation.read())
     except (UnicodeDecodeError, ValueError):
-        return _reply(Response(Status.FAILED))
-    instance, name, offset = args
+        return Response(Status.FAILED)
     params = {k: v for k, v in request.GET.items() if k not in REQUIRED}
-    return _reply(manager().segment_commit_end(instance, name, offset, location, files, params))
+    return manager().segment_commit_end(instance, name, offset, location, files, params)
