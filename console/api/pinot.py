@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from tables.controller import builds, context
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager, metadata_as_map
+from tables.domain.names import raw_table_name
 
 from .permissions import ReadAuthenticatedWriteAdmin
 
@@ -55,8 +56,6 @@ class SchemaDetail(PinotView):
 
 class TableList(PinotView):
     def get(self, request: Request) -> Response:
-        from tables.domain.names import raw_table_name
-
         return Response({"tables": sorted({raw_table_name(t) for t in _manager().list_tables()})})
 
     def post(self, request: Request) -> Response:

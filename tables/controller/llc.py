@@ -123,9 +123,9 @@ class LLCSegmentManager:
         done = self._step1_mark_done(meta_path, committing)
         # Learn from this segment before sizing the next one, as Pinot's updaters do.
         self._learn(config, done, committing)
-        next_meta = self._step2_next_segment(config, name, committing, done)
+        next_meta, next_replicas = self._step2_next_segment(config, name, committing, done)
         try:
-            added = self._step3_idealstate(config, name, committing, next_meta, meta_path)
+            added = self._step3_idealstate(config, committing, next_meta, next_replicas, meta_path)
         except Exception:
             self._drop_next(table, next_meta)
             raise
@@ -162,26 +162,22 @@ class LLCSegmentManager:
             raise CommitRejected(f"{committing.segment_name} has no metadata") from None
         return result["done"]
 
-    def _next_instances(self, config: TableConfig, partition: int) -> list[str]:
-        instances = self.resources.tagged_instances(config.server_tag)
-        return consuming_instances_for_partition(
-            config.table_name_with_type, instances, partition, config.replication
-        )
-
     def _step2_next_segment(
         self,
         config: TableConfig,
         name: LLCSegmentName,
         committing: CommittingSegment,
         done: SegmentZKMetadata,
-    ) -> SegmentZKMetadata | None:
+    ) -> tuple[SegmentZKMetadata | None, list[str]]:
+        """The next segment's metadata (created in ZooKeeper) and the replicas it goes to, or
+        (None, []) when the partition is paused or ended."""
         table = config.table_name_with_type
         ideal = read_record(self.zk, self.paths.idealstate(table))
         if ideal is None or is_partition_paused(ideal.record, name.partition_group_id):
-            return None
+            return None, []
         partitions = self._partition_count(config)
         if partitions is not None and name.partition_group_id >= partitions:
-            return None  # the partition ended
+            return None, []  # the partition ended
         now = self.ctx.now_ms()
         next_name = str(name.next(now))
         num_partitions = partitions or 1
@@ -197,14 +193,17 @@ class LLCSegmentManager:
         # NodeExistsError: a retried commit made it already (same name, same start offset).
         with contextlib.suppress(NodeExistsError):
             create_record(self.zk, self.paths.segment(table, next_name), meta.to_znrecord())
-        return meta
+        replicas = consuming_instances_for_partition(
+            table, instances, name.partition_group_id, config.replication
+        )
+        return meta, replicas
 
     def _step3_idealstate(
         self,
         config: TableConfig,
-        name: LLCSegmentName,
         committing: CommittingSegment,
         next_meta: SegmentZKMetadata | None,
+        next_replicas: list[str],
         meta_path: str,
     ) -> bool:
         stat = self.zk.exists(meta_path)
@@ -215,13 +214,10 @@ class LLCSegmentManager:
                 "(MAX_SEGMENT_COMPLETION_TIME); the healing manager repairs it"
             )
         next_name = None if next_meta is None else next_meta.segment_name
-        instances = (
-            [] if next_meta is None else self._next_instances(config, name.partition_group_id)
-        )
         added: dict[str, bool] = {}
 
         def change(record):
-            result = apply_commit(record, committing.segment_name, next_name, instances)
+            result = apply_commit(record, committing.segment_name, next_name, next_replicas)
             added["value"] = result.next_segment_added
             return result.idealstate
 

@@ -268,9 +268,9 @@ class ResourceManager:
 
     def segment_metadata(self, name: str, segment: str) -> SegmentZKMetadata:
         table = self.table_name(name)
-        self._config(table)
         found = read_record(self.zk, self.paths.segment(table, segment))
         if found is None:
+            self._config(table)  # 404 for the table itself when that is what is missing
             raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
         return SegmentZKMetadata.from_znrecord(found.record)
 
