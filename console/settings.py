@@ -95,6 +95,13 @@ SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 CONTROLLER_INSTANCE_ID = env_str("CONTROLLER_INSTANCE_ID", "")
 CONTROLLER_VIP_URL = env_str("CONTROLLER_VIP_URL", "http://127.0.0.1:9000")
 
+# --- servers -------------------------------------------------------------------------------------
+# Where `run_server` keeps its local segment copies and build scratch (one folder per instance).
+SERVER_DATA_DIR = Path(env_str("SERVER_DATA_DIR", str(VAR_DIR / "servers")))
+# The token cluster processes (servers) present to the controller's API, e.g. to download
+# committed segments. Empty: derived from SECRET_KEY, which every process of a cluster shares.
+CLUSTER_TOKEN = env_secret("CLUSTER_TOKEN") or ""
+
 # --- health checks -------------------------------------------------------------------------------
 HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
 # A cold Spark session costs about 5 s of JVM start plus 2-3 s for the first job.
@@ -198,6 +205,7 @@ REST_FRAMEWORK = {
         # unauthenticated call gets 401 with a WWW-Authenticate challenge.
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
+        "console.api.cluster_auth.ClusterTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "console.api.errors.handle",

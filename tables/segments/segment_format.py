@@ -29,6 +29,7 @@ import struct
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,6 +43,7 @@ __all__ = [
     "pack_creation_meta",
     "pack_segment",
     "parse_properties",
+    "read_metadata_files",
     "read_segment",
     "read_segment_files",
     "unpack_creation_meta",
@@ -205,6 +207,24 @@ def read_segment_files(tar_path: Path) -> dict[str, bytes]:
             handle = tar.extractfile(member)
             if handle is not None:
                 files[member.name.rsplit("/", 1)[-1]] = handle.read()
+    return files
+
+
+def read_metadata_files(stream: IO[bytes]) -> dict[str, bytes]:
+    """`metadata.properties` and `creation.meta` of a segment tar read as a stream (the files
+    commit end carries), without unpacking the data file."""
+    wanted = {METADATA_FILE, CREATION_META}
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=stream, mode="r|gz") as tar:
+        for member in tar:
+            name = member.name.rsplit("/", 1)[-1]
+            if member.isfile() and name in wanted:
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    files[name] = handle.read()
+    missing = sorted(wanted - files.keys())
+    if missing:
+        raise ValueError(f"not a segment: no {', '.join(missing)}")
     return files
 
 

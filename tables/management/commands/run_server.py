@@ -1,0 +1,92 @@
+"""`python manage.py run_server --instance Server_<host>_<port>`: an ingestion server.
+
+It registers the participant (tag `DefaultTenant_REALTIME` unless `--tag` is given, repeatable),
+hosts the segments the IdealStates assign to it (consuming, completing, fetching committed
+copies), and serves its admin HTTP (`/tables/<t>/consumingSegmentsInfo`, `/metrics`, `/health`)
+on `--admin-port` (default: the instance's port). Committed segments are built by the Spark
+worker (`tables.spark_build_segment` on the `spark` queue). SIGTERM or SIGINT stops consuming,
+closes the admin server and the ZooKeeper session, so the live instance disappears at once.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from monitoring.server_metrics import server_registry
+from tables.controller import builds, context
+from tables.security import cluster_token
+from tables.server.admin import AdminServer
+from tables.server.instance import DEFAULT_TAG, ServerInstance
+
+_INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
+
+
+def submit_build(table, segment, staging_key, start, end, output_key):
+    from tables.tasks import spark_build_segment
+
+    return spark_build_segment.apply_async(
+        args=(table, segment, staging_key, start, end, output_key), queue="spark"
+    )
+
+
+def _scrape(registry: CollectorRegistry) -> tuple[bytes, str]:
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class Command(BaseCommand):
+    help = "Run an ingestion server: consume partitions, run the completion protocol, admin HTTP."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--instance", required=True, help="Server_<host>_<port>")
+        parser.add_argument("--tag", action="append", help=f"tenant tag (default {DEFAULT_TAG})")
+        parser.add_argument("--admin-port", type=int, help="admin HTTP port (default: the port)")
+        parser.add_argument("--hold-seconds", type=float, default=1.0)
+
+    def handle(self, *args: object, **options: object) -> None:
+        instance_id = str(options["instance"])
+        match = _INSTANCE.match(instance_id)
+        if match is None:
+            raise CommandError(f"--instance {instance_id!r}: expected Server_<host>_<port>")
+        host, port = match["host"], int(match["port"])
+        admin_port = options["admin_port"] if options["admin_port"] is not None else port
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+
+        ctx = context.current()
+        server = ServerInstance(
+            instance_id,
+            host,
+            port,
+            context.current,
+            builds.deep_store,
+            submit_build,
+            settings.SERVER_DATA_DIR / instance_id,
+            tags=list(options["tag"] or [DEFAULT_TAG]),
+            admin_port=int(admin_port),
+            token=cluster_token(),
+            hold_s=float(options["hold_seconds"]),
+        )
+        registry = server_registry(server)
+        try:
+            admin = AdminServer(server, host, int(admin_port), lambda: _scrape(registry))
+        except OSError as exc:
+            raise CommandError(f"admin port {admin_port}: {exc}") from exc
+        admin.start()
+        server.start()
+        self.stdout.write(f"server {instance_id} admin http://{host}:{admin.port}/")
+        self.stdout.flush()
+        try:
+            stop.wait()
+        finally:
+            server.stop()
+            admin.stop()
+            ctx.client.stop()
+            ctx.client.close()
+            self.stdout.write(f"server {instance_id} stopped")

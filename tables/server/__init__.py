@@ -1,0 +1,1 @@
+"""The ingestion server: reconcile loop, partition consumers, completion client, admin HTTP."""

@@ -1,0 +1,140 @@
+"""A server's admin HTTP endpoint (Pinot's server admin API, the parts this project has).
+
+- `GET /tables/{table}/consumingSegmentsInfo`: a JSON list, one item per segment this server is
+  consuming for the table (Pinot's server-side `SegmentConsumerInfo`: `segmentName`,
+  `consumerState` CONSUMING/NOT_CONSUMING, `lastConsumedTimestamp`, `partitionToOffsetMap`,
+  `partitionOffsetInfo{currentOffsets, latestUpstreamOffsets, recordsLag, availabilityLagMs}`;
+  offsets and lags as strings, keyed by partition id). The table may be given with or without
+  `_REALTIME`; a table this server does not host answers 404.
+- `GET /metrics`: the Prometheus text of `metrics()` (built by the caller from `monitoring`).
+- `GET /health`: `OK` while the server runs, as Pinot's server answers.
+Errors are JSON `{"code", "error"}` like the controller's API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tables.domain.names import table_name_with_type
+from tables.domain.segment_states import SegmentState
+
+from .consumer import SegmentConsumer
+from .instance import ServerInstance
+
+__all__ = ["AdminServer", "consuming_segments_info"]
+
+log = logging.getLogger(__name__)
+
+_CONSUMING_INFO = re.compile(r"^/tables/([^/]+)/consumingSegmentsInfo/?$")
+
+
+def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
+    stats, partition = consumer.stats, str(consumer.spec.partition)
+    current = consumer.next_offset
+    latest = max(stats.latest_offset or current, current)
+    caught_up = latest <= current
+    availability = 0
+    if not caught_up and stats.last_message_ms is not None:
+        availability = max(now_ms - stats.last_message_ms, 0)
+    return {
+        "segmentName": consumer.spec.segment,
+        "consumerState": "CONSUMING" if consumer.is_consuming else "NOT_CONSUMING",
+        "lastConsumedTimestamp": stats.last_consumed_ms or 0,
+        "partitionToOffsetMap": {partition: str(current)},
+        "partitionOffsetInfo": {
+            "currentOffsets": {partition: str(current)},
+            "latestUpstreamOffsets": {partition: str(latest)},
+            "recordsLag": {partition: str(latest - current)},
+            "availabilityLagMs": {partition: str(availability)},
+        },
+    }
+
+
+def consuming_segments_info(instance: ServerInstance, table: str) -> list[dict[str, Any]] | None:
+    """The server-side consumingSegmentsInfo of `table`, or None when it is not hosted here."""
+    name = table if table.endswith("_REALTIME") else table_name_with_type(table, "REALTIME")
+    replicas = instance.replicas.get(name)
+    if replicas is None:
+        return None
+    now_ms = int(time.time() * 1000)
+    out = []
+    for _segment, replica in sorted(dict(replicas).items()):
+        consumer = replica.consumer
+        if replica.state is SegmentState.CONSUMING and consumer is not None:
+            out.append(_info(consumer, now_ms))
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self._send(200, b"OK", "text/plain; charset=utf-8")
+            return
+        if path == "/metrics":
+            body, content_type = self.server.metrics()
+            self._send(200, body, content_type)
+            return
+        match = _CONSUMING_INFO.match(path)
+        if match:
+            info = consuming_segments_info(self.server.instance, match.group(1))
+            if info is None:
+                self._json(404, {"code": 404, "error": f"table {match.group(1)} is not hosted"})
+            else:
+                self._json(200, info)
+            return
+        self._json(404, {"code": 404, "error": f"no such endpoint: {path}"})
+
+    def _json(self, status: int, data: object) -> None:
+        self._send(status, json.dumps(data).encode(), "application/json")
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("admin %s %s", self.address_string(), format % args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    instance: ServerInstance
+    metrics: Callable[[], tuple[bytes, str]]
+
+
+class AdminServer:
+    def __init__(
+        self,
+        instance: ServerInstance,
+        host: str,
+        port: int,
+        metrics: Callable[[], tuple[bytes, str]],
+    ) -> None:
+        self.httpd = _Server((host, port), _Handler)
+        self.httpd.instance = instance
+        self.httpd.metrics = metrics
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="admin-http")
+        self._thread.daemon = True
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

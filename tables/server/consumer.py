@@ -1,0 +1,260 @@
+"""One consuming segment on one server: consume, stop at the end criteria, complete (§5.2, §5.8).
+
+Contract:
+- Rows are read from the segment's start offset and kept in memory as (offset, message bytes),
+  exactly as the stream returned them: the Spark build decodes them per the schema (bad values
+  nulled, never dropped), so a committed segment and a re-ingested one are built from the same
+  bytes. The consumer never holds a row outside `[start_offset, next_offset)`.
+- At the end criteria (`tables.domain.segment_states.EndCriteria`, or a force commit) it runs the
+  completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s);
+  CATCH_UP -> consume exactly up to the given offset and ask again; COMMIT -> the committer builds
+  and commits (a failed commit goes back to asking); KEEP, DISCARD, COMMIT_SUCCESS -> done: the rows
+  are dropped and the segment's ONLINE transition fetches the committed copy.
+- `stop()` ends the thread at its next wait or fetch (at most ~`fetch_timeout_ms`), reporting
+  nothing: the replica's IdealState change (ONLINE/OFFLINE/DROPPED) is what stops a consumer.
+- A stream that cannot be read is retried; anything unexpected ends the segment in ERROR after a
+  best-effort `segmentStoppedConsuming`, so the controller can hand the partition on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tables.domain.completion_response import Response, Status
+from tables.domain.segment_states import FORCE_COMMIT, EndCriteria
+from tables.streams.base import StreamError, StreamProvider
+
+from .protocol import CompletionClient
+
+__all__ = ["ConsumingSegment", "PartitionStats", "Phase", "SegmentConsumer"]
+
+log = logging.getLogger(__name__)
+
+MAX_HOLD_S = 3.0
+_RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
+_DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
+
+
+class Phase(StrEnum):
+    CONSUMING = "CONSUMING"
+    HOLDING = "HOLDING"
+    CATCHING_UP = "CATCHING_UP"
+    COMMITTING = "COMMITTING"
+    COMMITTED = "COMMITTED"
+    KEPT = "KEPT"
+    DISCARDED = "DISCARDED"
+    STOPPED = "STOPPED"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class ConsumingSegment:
+    table: str  # with type
+    segment: str
+    topic: str
+    partition: int
+    start_offset: int
+    threshold_rows: int
+    window_ms: int
+    creation_ms: int
+
+
+@dataclass
+class PartitionStats:
+    """Per (table, partition) figures for /metrics and consumingSegmentsInfo; they outlive
+    segments (`rows_consumed` is Pinot's meter: counted over the process's life)."""
+
+    table: str
+    topic: str
+    partition: int
+    rows_consumed: int = 0
+    consuming: bool = False
+    current_offset: int | None = None
+    latest_offset: int | None = None
+    last_message_ms: int | None = None  # stream (producer) time of the last consumed message
+    last_consumed_ms: int | None = None  # wall time of the last fetch that returned rows
+    lost_offsets: int = 0
+    latest_checked: float = field(default=-1e9, repr=False)
+
+
+class SegmentConsumer:
+    """Runs in its own thread; see the module contract."""
+
+    def __init__(
+        self,
+        spec: ConsumingSegment,
+        provider: StreamProvider,
+        client: CompletionClient,
+        commit: Callable[[SegmentConsumer, Response], bool],
+        stats: PartitionStats,
+        clock: Callable[[], float] = time.time,
+        hold_s: float = 1.0,
+        fetch_batch: int = 2000,
+        fetch_timeout_ms: int = 200,
+    ) -> None:
+        self.spec = spec
+        self.provider = provider
+        self.client = client
+        self._commit = commit
+        self.stats = stats
+        self.clock = clock
+        self.hold_s = min(hold_s, MAX_HOLD_S)
+        self.fetch_batch = fetch_batch
+        self.fetch_timeout_ms = fetch_timeout_ms
+        self.criteria = EndCriteria.for_segment(
+            spec.threshold_rows, spec.window_ms, spec.creation_ms
+        )
+        self.phase = Phase.CONSUMING
+        self.next_offset = spec.start_offset
+        self.end_reason: str | None = None
+        self.offsets = array("q")
+        self.values: list[bytes] = []
+        self._stop = threading.Event()
+        self._force = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"consume-{spec.segment}")
+        self._thread.daemon = True
+
+    # --- control ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.stats.consuming = True
+        self.stats.current_offset = self.next_offset
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def force_commit(self) -> None:
+        self._force.set()
+
+    @property
+    def rows(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def is_consuming(self) -> bool:
+        return self.phase in (Phase.CONSUMING, Phase.CATCHING_UP)
+
+    @property
+    def finished(self) -> bool:
+        return not self._thread.is_alive() and self._thread.ident is not None
+
+    def pairs(self) -> Iterator[tuple[int, bytes]]:
+        return zip(self.offsets, self.values, strict=True)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- the thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            reason = self._consume(until=None)
+            if reason is not None:
+                self.end_reason = reason
+                self._complete(reason)
+        except Exception:
+            log.exception("%s: consumer failed", self.spec.segment)
+            self.phase = Phase.ERROR
+            self.client.segment_stopped_consuming(
+                self.spec.table, self.spec.segment, self.next_offset, "consumerError"
+            )
+        finally:
+            self.stats.consuming = False
+            if self.phase not in (Phase.ERROR,) and self._stop.is_set():
+                self.phase = Phase.STOPPED if self.phase is Phase.CONSUMING else self.phase
+            self.offsets = array("q")
+            self.values = []
+
+    def _consume(self, until: int | None) -> str | None:
+        """Read until the end criteria (`until` None) or up to offset `until`; returns the end
+        reason, or None when stopped."""
+        while not self._stop.is_set():
+            if until is None:
+                if self._force.is_set():
+                    return FORCE_COMMIT
+                reason = self.criteria.reason(self.rows, self.now_ms())
+                if reason is not None:
+                    return reason
+                wanted = min(self.fetch_batch, self.criteria.rows_wanted(self.rows))
+            else:
+                if self.next_offset >= until:
+                    return "catchUp"
+                wanted = min(self.fetch_batch, until - self.next_offset)
+            self._fetch(wanted)
+        return None
+
+    def _fetch(self, wanted: int) -> None:
+        stats, partition = self.stats, self.spec.partition
+        try:
+            batch = self.provider.fetch(partition, self.next_offset, wanted, self.fetch_timeout_ms)
+            if time.monotonic() - stats.latest_checked >= 1.0:
+                stats.latest_offset = self.provider.latest_offset(partition)
+                stats.latest_checked = time.monotonic()
+        except StreamError as exc:
+            log.warning("%s: stream not readable (%s); retrying", self.spec.segment, exc)
+            self._stop.wait(1.0)
+            return
+        if batch.data_loss:
+            lost = batch.first_available_offset - self.next_offset
+            stats.lost_offsets += max(lost, 0)
+            log.error(
+                "%s: offsets %d..%d were gone from the stream (data loss)",
+                self.spec.segment,
+                self.next_offset,
+                batch.first_available_offset - 1,
+            )
+        for message in batch.messages:
+            self.offsets.append(message.offset)
+            self.values.append(message.value)
+        if batch.messages:
+            stats.rows_consumed += len(batch.messages)
+            stats.last_message_ms = batch.messages[-1].timestamp_ms
+            stats.last_consumed_ms = self.now_ms()
+        self.next_offset = batch.next_offset
+        stats.current_offset = self.next_offset
+        if stats.latest_offset is not None and stats.latest_offset < self.next_offset:
+            stats.latest_offset = self.next_offset
+
+    def _complete(self, reason: str) -> None:
+        spec = self.spec
+        self.phase = Phase.HOLDING
+        while not self._stop.is_set():
+            response = self.client.segment_consumed(
+                spec.table, spec.segment, self.next_offset, reason, self.rows
+            )
+            status = response.status
+            if status is Status.CATCH_UP and response.offset is not None:
+                self.phase = Phase.CATCHING_UP
+                if self._consume(until=int(response.offset)) is None:
+                    return
+                self.phase = Phase.HOLDING
+                continue
+            if status is Status.COMMIT:
+                self.phase = Phase.COMMITTING
+                if self._commit(self, response):
+                    self.phase = Phase.COMMITTED
+                    return
+                self.phase = Phase.HOLDING
+            elif status in _DONE:
+                self.phase = Phase(_DONE[status])
+                return
+            elif status not in _RETRY_ASK:
+                log.warning("%s: unexpected answer %s to segmentConsumed", spec.segment, status)
+            self._stop.wait(self.hold_s)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True when stopped meanwhile (for the committer's polling)."""
+        return self._stop.wait(seconds)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()

@@ -1,0 +1,384 @@
+"""A server instance: a Helix participant that hosts segment replicas (reference §1, §5.8).
+
+Contract:
+- Registration: instance config (`HELIX_HOST`/`HELIX_PORT`, `adminPort`, `TAG_LIST`) and an
+  ephemeral live instance on this process's ZooKeeper session. After a session expiry the next
+  round registers again on the new session, removes the CURRENTSTATES of older sessions and
+  writes its states under the new one. While an older session of the same id still holds the live
+  instance (a killed predecessor), the server waits and hosts nothing.
+- Watches: one children watch on IDEALSTATES and one data watch per REALTIME table's IdealState
+  (not one per segment). A table is served when its server tenant tag is one of this instance's
+  tags. Watches only wake the reconcile thread; a periodic round (`tick_s`) retries what failed.
+- Reconcile: for every segment whose IdealState names this instance (and every one it hosts), run
+  the next transition of `tables.domain.segment_states.next_step` on a small thread pool, one at a
+  time per segment. OFFLINE->CONSUMING starts a `SegmentConsumer` from the segment's ZK start
+  offset (so a restarted server resumes from there); CONSUMING->ONLINE stops it and fetches the
+  committed copy (`LocalSegments`), as does OFFLINE->ONLINE; ->OFFLINE stops consuming; ->DROPPED
+  also deletes the local copy. A transition that fails leaves the replica in ERROR, as does a
+  consumer that fails. CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is
+  rewritten, compare-and-set, after every transition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from tables.controller.context import ClusterContext
+from tables.controller.errors import NotFound
+from tables.controller.resources import ResourceManager
+from tables.domain.flush import flush_threshold_time_ms
+from tables.domain.names import LLCSegmentName
+from tables.domain.segment_states import SegmentState, next_step
+from tables.domain.table_config import TableConfig
+from tables.domain.znrecord import ZNRecord
+from tables.segments.deepstore import DeepStore
+from tables.streams.base import StreamProvider, provider_for
+from tables.zk import codec
+from tables.zk.participants import register_participant, session_id_of
+from tables.zk.records import create_record, update_record
+
+from .committer import Committer, SubmitBuild
+from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from .local_segments import LocalSegments
+from .protocol import CompletionClient, LeaderLocator
+
+__all__ = ["Replica", "ServerInstance"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TAG = "DefaultTenant_REALTIME"
+STATE_MODEL = "SegmentOnlineOfflineStateModel"
+DEFAULT_THRESHOLD_ROWS = 100_000
+STOP_JOIN_S = 30.0
+DOWNLOAD_ATTEMPTS = 3
+
+
+@dataclass
+class Replica:
+    """This instance's replica of one segment."""
+
+    state: SegmentState | None = None  # None: never hosted (Helix's initial OFFLINE)
+    busy: bool = False
+    consumer: SegmentConsumer | None = None
+    error: str | None = None
+    since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+class ServerInstance:
+    def __init__(
+        self,
+        instance_id: str,
+        host: str,
+        port: int,
+        ctx: Callable[[], ClusterContext],
+        deep_store: Callable[[], DeepStore],
+        submit_build: SubmitBuild,
+        data_dir: Path,
+        tags: list[str] | None = None,
+        admin_port: int | None = None,
+        token: str | None = None,
+        hold_s: float = 1.0,
+        tick_s: float = 2.0,
+    ) -> None:
+        self.instance_id, self.host, self.port = instance_id, host, port
+        self.admin_port = admin_port if admin_port is not None else port
+        self.tags = list(tags or [DEFAULT_TAG])
+        self.ctx = ctx
+        self.hold_s, self.tick_s = hold_s, tick_s
+        self.client = CompletionClient(instance_id, LeaderLocator(ctx))
+        self.committer = Committer(self.client, deep_store, submit_build, data_dir / "work")
+        self.local = LocalSegments(data_dir / "segments", token)
+        self.session: str | None = None
+        self.stats: dict[tuple[str, int], PartitionStats] = {}
+        self.replicas: dict[str, dict[str, Replica]] = {}
+        self._ideal: dict[str, ZNRecord | None] = {}
+        self._serves: dict[str, bool] = {}
+        self._providers: dict[str, StreamProvider] = {}
+        self._watched: set[str] = set()
+        self._watching = False
+        self._lock = threading.RLock()
+        self._publish_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="transition")
+        self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
+
+    # --- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop consuming and reconciling; the caller closes the ZooKeeper session."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        consumers = [r.consumer for t in self.replicas.values() for r in t.values() if r.consumer]
+        for consumer in consumers:
+            consumer.stop()
+        deadline = time.monotonic() + timeout
+        for consumer in consumers:
+            consumer.join(max(deadline - time.monotonic(), 0.1))
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for provider in self._providers.values():
+            provider.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # --- watches ------------------------------------------------------------------------------
+    def _on_tables(self, children: list[str]) -> bool:
+        if self._stop.is_set():
+            return False
+        ctx = self.ctx()
+        for table in children:
+            if table.endswith("_REALTIME") and table not in self._watched:
+                self._watched.add(table)
+                DataWatch(ctx.client, ctx.paths.idealstate(table), partial(self._on_ideal, table))
+        return True
+
+    def _on_ideal(self, table: str, data: bytes | None, _stat: object) -> bool:
+        if self._stop.is_set():
+            return False
+        with self._lock:
+            self._ideal[table] = codec.decode(data) if data else None
+            if data is None:
+                self._serves.pop(table, None)
+                self._watched.discard(table)
+        self._wake.set()
+        return data is not None
+
+    # --- the reconcile thread -----------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self._ensure_registered():
+                    self._reconcile_all()
+            except Exception:
+                log.exception("%s: reconcile round failed; retrying", self.instance_id)
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+
+    def _ensure_registered(self) -> bool:
+        ctx = self.ctx()
+        session = session_id_of(ctx.client)
+        if session == self.session:
+            return True
+        if not ctx.client.exists(ctx.paths.idealstates):
+            log.warning("%s: cluster %s is not set up yet", self.instance_id, ctx.paths.cluster)
+            return False
+        if not self._watching:
+            ChildrenWatch(ctx.client, ctx.paths.idealstates, self._on_tables)
+            self._watching = True
+        try:
+            register_participant(
+                ctx.client,
+                ctx.paths,
+                self.instance_id,
+                self.host,
+                self.port,
+                self.tags,
+                admin_port=self.admin_port,
+            )
+        except NodeExistsError:
+            log.warning("%s: an older session still holds the live instance", self.instance_id)
+            return False
+        folder = f"{ctx.paths.instance(self.instance_id)}/CURRENTSTATES"
+        for old in ctx.client.get_children(folder):
+            if old != session:
+                ctx.client.delete(f"{folder}/{old}", recursive=True)
+        self.session = session
+        log.info("%s registered on session %s", self.instance_id, session)
+        for table in list(self.replicas):
+            self._publish(table)
+        return True
+
+    def _reconcile_all(self) -> None:
+        with self._lock:
+            tables = set(self._ideal) | set(self.replicas)
+        for table in sorted(tables):
+            self._reconcile(table)
+
+    def _reconcile(self, table: str) -> None:
+        with self._lock:
+            ideal = self._ideal.get(table)
+            targets: dict[str, str] = {}
+            if ideal is not None and self._served(table):
+                for segment, states in ideal.map_fields.items():
+                    if self.instance_id in states:
+                        targets[segment] = states[self.instance_id]
+            replicas = self.replicas.setdefault(table, {})
+            changed = False
+            for segment in sorted(set(targets) | set(replicas)):
+                replica = replicas.get(segment) or Replica()
+                if replica.busy:
+                    continue
+                consumer = replica.consumer
+                failed = consumer is not None and consumer.phase is Phase.ERROR
+                if replica.state is SegmentState.CONSUMING and failed:
+                    replica.state, replica.consumer = SegmentState.ERROR, None
+                    replica.error = "the consumer failed"
+                    changed = True
+                step = next_step(replica.state, targets.get(segment))
+                if step is None:
+                    continue
+                replicas[segment] = replica
+                replica.busy = True
+                self._pool.submit(self._transition, table, segment, replica, step)
+        if changed:
+            self._publish(table)
+
+    def _served(self, table: str) -> bool:
+        served = self._serves.get(table)
+        if served is None:
+            try:
+                config = ResourceManager(self.ctx()).get_table_config(table)
+            except NotFound:
+                return False
+            served = self._serves[table] = config.server_tag in self.tags
+        return served
+
+    # --- transitions --------------------------------------------------------------------------
+    def _transition(
+        self, table: str, segment: str, replica: Replica, step: tuple[SegmentState, SegmentState]
+    ) -> None:
+        source, target = step
+        try:
+            if source is SegmentState.CONSUMING or target is SegmentState.DROPPED:
+                self._stop_consumer(replica)
+            if target is SegmentState.CONSUMING:
+                replica.consumer = self._start_consumer(table, segment)
+            elif target is SegmentState.ONLINE:
+                self._fetch(table, segment)
+            elif target is SegmentState.DROPPED:
+                self.local.remove(table, segment)
+            replica.state, replica.error = target, None
+            log.info("%s %s: %s -> %s", self.instance_id, segment, source, target)
+        except Exception as exc:
+            log.exception("%s %s: %s -> %s failed", self.instance_id, segment, source, target)
+            replica.state, replica.error = SegmentState.ERROR, f"{type(exc).__name__}: {exc}"
+        finally:
+            replica.since_ms = int(time.time() * 1000)
+            with self._lock:
+                if replica.state is SegmentState.DROPPED:
+                    self.replicas.get(table, {}).pop(segment, None)
+                replica.busy = False
+            self._publish(table)
+            self._wake.set()
+
+    def _stop_consumer(self, replica: Replica) -> None:
+        consumer, replica.consumer = replica.consumer, None
+        if consumer is not None:
+            consumer.stop()
+            consumer.join(STOP_JOIN_S)
+
+    def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
+        resources = ResourceManager(self.ctx())
+        config = resources.get_table_config(table)
+        meta = resources.segment_metadata(table, segment)
+        name = LLCSegmentName.parse(segment)
+        if name is None or meta.start_offset is None:
+            raise ValueError(f"{segment} is not a consuming LLC segment")
+        spec = ConsumingSegment(
+            table=table,
+            segment=segment,
+            topic=config.topic_name or "",
+            partition=name.partition_group_id,
+            start_offset=int(meta.start_offset),
+            threshold_rows=meta.flush_threshold_size or DEFAULT_THRESHOLD_ROWS,
+            window_ms=flush_threshold_time_ms(config.stream_config),
+            creation_ms=meta.creation_time or name.creation_time_ms,
+        )
+        consumer = SegmentConsumer(
+            spec,
+            self._provider(table, config),
+            self.client,
+            self.committer,
+            self._stats(spec),
+            hold_s=self.hold_s,
+        )
+        consumer.start()
+        return consumer
+
+    def _provider(self, table: str, config: TableConfig) -> StreamProvider:
+        with self._lock:
+            provider = self._providers.get(table)
+            if provider is None or provider.topic != config.topic_name:
+                provider = provider_for(config.stream_config, self.ctx().redis_url)
+                self._providers[table] = provider
+            return provider
+
+    def _stats(self, spec: ConsumingSegment) -> PartitionStats:
+        with self._lock:
+            key = (spec.table, spec.partition)
+            stats = self.stats.get(key)
+            if stats is None or stats.topic != spec.topic:
+                stats = self.stats[key] = PartitionStats(spec.table, spec.topic, spec.partition)
+            return stats
+
+    def _fetch(self, table: str, segment: str) -> None:
+        meta = ResourceManager(self.ctx()).segment_metadata(table, segment)
+        if not meta.is_completed:
+            raise ValueError(f"{segment} is {meta.status}: there is no committed copy to fetch")
+        for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+            try:
+                self.local.fetch(table, segment, meta.download_url or "", meta.crc)
+                return
+            except Exception:
+                if attempt == DOWNLOAD_ATTEMPTS or self._stop.wait(attempt):
+                    raise
+
+    # --- CURRENTSTATES ------------------------------------------------------------------------
+    def current_states(self, table: str) -> dict[str, dict[str, str]]:
+        with self._lock:
+            replicas = dict(self.replicas.get(table, {}))
+        return {
+            segment: {"CURRENT_STATE": str(r.state)}
+            for segment, r in sorted(replicas.items())
+            if r.state is not None and r.state is not SegmentState.DROPPED
+        }
+
+    def _publish(self, table: str) -> None:
+        session = self.session
+        if session is None:
+            return
+        ctx = self.ctx()
+        path = ctx.paths.currentstate(self.instance_id, session, table)
+        with self._publish_lock:
+            states = self.current_states(table)
+            try:
+                update_record(
+                    ctx.client, path, lambda record: self._states_record(table, record, states)
+                )
+            except NoNodeError:
+                if states:
+                    try:
+                        create_record(ctx.client, path, self._states_record(table, None, states))
+                    except NodeExistsError:
+                        self._wake.set()  # raced with ourselves: the next round writes again
+
+    def _states_record(
+        self, table: str, record: ZNRecord | None, states: dict[str, dict[str, str]]
+    ) -> ZNRecord | None:
+        fresh = ZNRecord(
+            id=table,
+            simple_fields={
+                "BUCKET_SIZE": "0",
+                "SESSION_ID": self.session or "",
+                "STATE_MODEL_DEF": STATE_MODEL,
+                "STATE_MODEL_FACTORY_NAME": "DEFAULT",
+            },
+            map_fields=states,
+        )
+        if record is not None and record.map_fields == states:
+            return None
+        return fresh

@@ -1,0 +1,208 @@
+"""The server's side of the segment completion protocol: HTTP calls to the table's lead
+controller (reference §5.1, §5.8).
+
+Contract:
+- The lead controller is found as Pinot's ControllerLeaderLocator does: the MASTER of the table's
+  partition in leadControllerResource's EXTERNALVIEW (or `/CONTROLLER/LEADER` when the resource is
+  disabled), then that participant's `HELIX_HOST`/`HELIX_PORT`. The answer is cached until a call
+  fails or answers NOT_LEADER; a lookup happens at most once per `relocate_interval_s`.
+- A call that cannot be made or answered (no leader, connection refused, timeout, a reply that is
+  not protocol JSON) returns `NOT_SENT`: the caller treats it like HOLD and asks again.
+- Protocol calls time out after 10 s; commit end, which moves the segment in the deep store, after
+  `commit_timeout_s` (60 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tables.controller.context import ClusterContext
+from tables.controller.leadership import lead_controller_for
+from tables.domain.completion_response import RESP_NOT_SENT, Response
+from tables.zk.records import read_record
+
+__all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles"]
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class SegmentFiles:
+    """The two files commit end carries (the committed tar's metadata)."""
+
+    metadata_properties: bytes
+    creation_meta: bytes
+
+
+class LeaderLocator:
+    """Base URL (`http://host:port`) of the controller leading a table."""
+
+    def __init__(self, ctx: Callable[[], ClusterContext], relocate_interval_s: float = 1.0) -> None:
+        self._ctx = ctx
+        self._interval = relocate_interval_s
+        self._lock = threading.Lock()
+        self._cache: dict[str, str] = {}
+        self._looked_up: dict[str, float] = {}
+
+    def url_for(self, table: str) -> str | None:
+        with self._lock:
+            cached = self._cache.get(table)
+            if cached is not None:
+                return cached
+            if time.monotonic() - self._looked_up.get(table, -1e9) < self._interval:
+                return None
+            self._looked_up[table] = time.monotonic()
+        url = self._lookup(table)
+        if url is not None:
+            with self._lock:
+                self._cache[table] = url
+        return url
+
+    def invalidate(self, table: str) -> None:
+        with self._lock:
+            self._cache.pop(table, None)
+
+    def _lookup(self, table: str) -> str | None:
+        try:
+            ctx = self._ctx()
+            leader = lead_controller_for(ctx, table)
+            if leader is None:
+                return None
+            config = read_record(ctx.client, ctx.paths.participant_config(leader))
+        except Exception:  # ZooKeeper away: the caller retries
+            log.warning("cannot locate the lead controller of %s", table, exc_info=True)
+            return None
+        if config is None:
+            return None
+        host = config.record.simple_fields.get("HELIX_HOST")
+        port = config.record.simple_fields.get("HELIX_PORT")
+        return f"http://{host}:{port}" if host and port else None
+
+
+def _multipart(files: Mapping[str, bytes]) -> tuple[bytes, str]:
+    boundary = f"----segment-{uuid.uuid4().hex}"
+    body = bytearray()
+    for name, content in files.items():
+        body += f"--{boundary}\r\n".encode()
+        body += (
+            f'Content-Disposition: form-data; name="{name}"; filename="{name}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        body += content + b"\r\n"
+    body += f"--{boundary}--\r\n".encode()
+    return bytes(body), f"multipart/form-data; boundary={boundary}"
+
+
+class CompletionClient:
+    """One server instance's protocol calls. Thread-safe."""
+
+    def __init__(
+        self, instance_id: str, locator: LeaderLocator, commit_timeout_s: float = 60.0
+    ) -> None:
+        self.instance_id = instance_id
+        self.locator = locator
+        self.commit_timeout_s = commit_timeout_s
+        self.responses: dict[str, int] = {}  # status -> count (llcControllerResponse<Status>)
+        self._lock = threading.Lock()
+
+    # --- calls --------------------------------------------------------------------------------
+    def segment_consumed(
+        self, table: str, segment: str, offset: int, reason: str | None, row_count: int
+    ) -> Response:
+        return self._call(
+            table, "segmentConsumed", segment, offset, {"reason": reason, "rowCount": row_count}
+        )
+
+    def segment_stopped_consuming(
+        self, table: str, segment: str, offset: int, reason: str
+    ) -> Response:
+        return self._call(table, "segmentStoppedConsuming", segment, offset, {"reason": reason})
+
+    def extend_build_time(
+        self, table: str, segment: str, offset: int, extra_time_sec: int
+    ) -> Response:
+        return self._call(
+            table, "extendBuildTime", segment, offset, {"extraTimeSec": extra_time_sec}
+        )
+
+    def segment_commit_start(
+        self, table: str, segment: str, offset: int, params: Mapping[str, object]
+    ) -> Response:
+        return self._call(table, "segmentCommitStart", segment, offset, params)
+
+    def segment_commit_end(
+        self,
+        table: str,
+        segment: str,
+        offset: int,
+        location: str,
+        files: SegmentFiles,
+        params: Mapping[str, object],
+    ) -> Response:
+        body, content_type = _multipart(
+            {"metadata.properties": files.metadata_properties, "creation.meta": files.creation_meta}
+        )
+        return self._call(
+            table,
+            "segmentCommitEndWithMetadata",
+            segment,
+            offset,
+            {**params, "location": location},
+            body=body,
+            content_type=content_type,
+            timeout=self.commit_timeout_s,
+        )
+
+    # --- machinery ----------------------------------------------------------------------------
+    def _call(
+        self,
+        table: str,
+        msg_type: str,
+        segment: str,
+        offset: int,
+        optional: Mapping[str, object],
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float = PROTOCOL_TIMEOUT_S,
+    ) -> Response:
+        response = self._send(
+            table, msg_type, segment, offset, optional, body, content_type, timeout
+        )
+        with self._lock:
+            key = str(response.status)
+            self.responses[key] = self.responses.get(key, 0) + 1
+        if response.status in ("NOT_LEADER", "NOT_SENT"):
+            self.locator.invalidate(table)
+        return response
+
+    def _send(self, table, msg_type, segment, offset, optional, body, content_type, timeout):
+        base = self.locator.url_for(table)
+        if base is None:
+            return RESP_NOT_SENT
+        params = {"instance": self.instance_id, "name": segment, "streamPartitionMsgOffset": offset}
+        # Pinot sends optional numeric parameters only when they are > 0.
+        for key, value in optional.items():
+            if value is None or (isinstance(value, int) and value <= 0) or value == "":
+                continue
+            params[key] = value
+        url = f"{base}/{msg_type}?{urllib.parse.urlencode(params)}"
+        request = urllib.request.Request(url, data=body, method="POST" if body else "GET")
+        if content_type:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as reply:
+                return Response.from_json(json.loads(reply.read()))
+        except (OSError, ValueError, KeyError) as exc:  # URLError, timeouts, bad JSON
+            log.info("%s %s to %s not answered: %s", msg_type, segment, base, exc)
+            return RESP_NOT_SENT

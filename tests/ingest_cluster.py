@@ -1,0 +1,129 @@
+"""A real ingestion cluster for end-to-end tests: a controller and servers as processes.
+
+They run in the Celery workers' ZooKeeper chroot (`worker_zk`), so the Spark worker that builds
+committed segments sees the same cluster. Every process logs to var/test/logs/<name>.log; `kill`
+sends any signal (SIGKILL for crash tests) and `start_*` again restarts with the same identity.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tables.controller import context
+from tables.controller.resources import ResourceManager
+from tables.domain.names import LLCSegmentName
+from tables.domain.segment_metadata import SegmentStatus
+from tables.domain.table_config import switch_stream_type
+from tests import envdefaults
+from tests.cluster_fixtures import load
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def table_config(topic: str, **stream: str) -> dict:
+    """The githubEvents fixture config on a Redis topic, with stream config overrides."""
+    rest = switch_stream_type(load("githubEvents_realtime_table_config.json"), "redis", topic)
+    stream_map = rest["ingestionConfig"]["streamIngestionConfig"]["streamConfigMaps"][0]
+    stream_map.pop("realtime.segment.flush.threshold.size", None)
+    stream_map.update(stream)
+    rest["segmentsConfig"]["replication"] = "2"
+    return rest
+
+
+class IngestCluster:
+    def __init__(self, zk_hosts: str, data_dir: Path, log_prefix: str = "e2e") -> None:
+        self.zk_hosts = zk_hosts
+        self.data_dir = data_dir
+        self.log_dir = envdefaults.VAR_DIR / "logs"
+        self.log_prefix = log_prefix
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.controller_port = free_port()
+        self.server_ports: dict[str, int] = {}
+
+    @property
+    def controller_id(self) -> str:
+        return f"Controller_{HOST}_{self.controller_port}"
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "ZK_HOSTS": self.zk_hosts,
+            "DATABASE_URL": f"sqlite:///{os.environ['DATABASE_TEST_NAME']}",
+            "SERVER_DATA_DIR": str(self.data_dir),
+        }
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / f"{self.log_prefix}-{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "manage.py", *args],
+                cwd=envdefaults.ROOT,
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs[name] = proc
+        return proc
+
+    def start_controller(self) -> subprocess.Popen:
+        args = ["run_controller", "--port", str(self.controller_port), "--interval", "0.5"]
+        return self._spawn("controller", args)
+
+    def server_id(self, index: int) -> str:
+        port = self.server_ports.setdefault(f"server{index}", free_port())
+        return f"Server_{HOST}_{port}"
+
+    def start_server(self, index: int) -> subprocess.Popen:
+        args = ["run_server", "--instance", self.server_id(index), "--hold-seconds", "0.5"]
+        return self._spawn(f"server{index}", args)
+
+    def kill(self, name: str, signum: int = signal.SIGKILL) -> int:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            proc.send_signal(signum)
+        return proc.wait(timeout=60)
+
+    def alive(self, name: str) -> bool:
+        return self.procs[name].poll() is None
+
+    def log(self, name: str) -> str:
+        return (self.log_dir / f"{self.log_prefix}-{name}.log").read_text(errors="replace")
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM everything still running; returns each process's exit code."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
+
+
+def done_coverage(table: str) -> dict[int, tuple[int, int]]:
+    """Per partition: (number of DONE segments, end offset of the last DONE one)."""
+    manager = ResourceManager(context.current())
+    out: dict[int, tuple[int, int]] = {}
+    for segment in manager.segment_names(table):
+        name = LLCSegmentName.parse(segment)
+        meta = manager.segment_metadata(table, segment)
+        if name is None or meta.status is not SegmentStatus.DONE:
+            continue
+        count, end = out.get(name.partition_group_id, (0, 0))
+        out[name.partition_group_id] = (count + 1, max(end, int(meta.end_offset or 0)))
+    return out
