@@ -7,18 +7,26 @@ sends any signal (SIGKILL for crash tests) and `start_*` again restarts with the
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
 
 from tables.controller import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus
 from tables.domain.table_config import switch_stream_type
+from tables.redisconn import get_redis
+from tables.streams.redis_streams import RedisStreamProvider
 from tests import envdefaults
 from tests.cluster_fixtures import load
 
@@ -127,3 +135,62 @@ def done_coverage(table: str) -> dict[int, tuple[int, int]]:
         count, end = out.get(name.partition_group_id, (0, 0))
         out[name.partition_group_id] = (count + 1, max(end, int(meta.end_offset or 0)))
     return out
+
+
+def produce(topic: str, count: int, rate: int) -> subprocess.Popen:
+    """`manage.py produce` as its own process: `count` githubEvents rows at `rate` rows/s."""
+    schema = envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
+    args = ["produce", "--topic", topic, "--partitions", "4", "--rate", str(rate)]
+    args += ["--schema", str(schema), "--count", str(count)]
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args],
+        cwd=envdefaults.ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def all_committed(topic: str, table: str) -> dict[int, tuple[int, int]] | None:
+    """The DONE coverage once every produced row of the 4 partitions is committed, else None."""
+    provider = RedisStreamProvider(get_redis(settings.REDIS_URL), topic)
+    latest = {p: provider.latest_offset(p) for p in range(4)}
+    coverage = done_coverage(table)
+    if all(coverage.get(p, (0, 0))[1] == latest[p] for p in range(4)):
+        return coverage
+    return None
+
+
+def verify_rows(table: str) -> str:
+    """`verify_ledger <table> --rows`; returns its report (raises CommandError when broken)."""
+    out = io.StringIO()
+    call_command("verify_ledger", table, "--rows", stdout=out)
+    return out.getvalue()
+
+
+def admin_get(port: int, path: str) -> object:
+    with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=10) as reply:
+        body = reply.read().decode()
+    return body if path == "/metrics" else json.loads(body)
+
+
+def replicas_by_server(cluster: IngestCluster, table: str, count: int = 3) -> dict[int, list]:
+    """Each live server's /debug/tables/<table> items (servers not answering are left out)."""
+    out = {}
+    for index in range(count):
+        port = cluster.server_ports.get(f"server{index}")
+        if port is None or not cluster.alive(f"server{index}"):
+            continue
+        try:
+            out[index] = admin_get(port, f"/debug/tables/{table}")
+        except OSError:
+            continue
+    return out
+
+
+def find_phase(cluster: IngestCluster, table: str, phase: str) -> tuple[int, dict] | None:
+    """(server index, debug item) of a replica whose consumer is in `phase`, if any."""
+    for index, items in replicas_by_server(cluster, table).items():
+        for item in items:
+            if item.get("phase") == phase:
+                return index, item
+    return None

@@ -12,7 +12,8 @@ Contract:
 - The FSM's side effects are the LLC segment manager's commit steps. Commit end resolves the
   segment file (Pinot's commitSegmentFile): a `peer://` location commits with download URL "",
   an object elsewhere in the deep store is moved to the segment's final key, and the download URL
-  becomes `<vip>/segments/<raw>/<segment>`.
+  becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts (`<segment>.tmp.*`, e.g.
+  from a committer that died) are deleted then.
 - Pauseless tables are refused at commit start with FAILED for now (§6.3 is not implemented yet).
 """
 
@@ -223,4 +224,7 @@ class CompletionManager:
                 local = store.download(source, Path(tmp) / "segment.tar.gz")
                 store.publish(local, final)
             store.delete(source)
+        stale = store.delete_uploads(raw, segment)
+        if stale:
+            log.info("%s: removed %d upload(s) of other attempts: %s", segment, len(stale), stale)
         return f"{self.vip_url}/segments/{quote(raw)}/{quote(segment)}"

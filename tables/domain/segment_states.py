@@ -10,8 +10,10 @@ the target DROPPED.
 `EndCriteria` decides when a consuming segment stops (§5.8, Pinot's `RealtimeSegmentDataManager`
 end criteria): `rowLimit` once it holds the segment's `segment.flush.threshold.size` rows,
 `timeLimit` once the consume end time (segment creation + `realtime.segment.flush.threshold.time`)
-passed. A time limit reached with no rows does not end the segment: the window starts again, so an
-idle partition does not commit empty segments.
+passed. A time limit reached with no rows does not end the segment: once a fetch found the
+partition empty the window starts again, so an idle partition does not commit empty segments; a
+consumer that has not fetched yet (a restarted server) fetches first, and ends at once with what
+it got.
 """
 
 from __future__ import annotations
@@ -83,11 +85,13 @@ class EndCriteria:
     def for_segment(cls, threshold_rows: int, window_ms: int, creation_ms: int) -> EndCriteria:
         return cls(max(threshold_rows, 1), max(window_ms, 1), creation_ms + max(window_ms, 1))
 
-    def reason(self, rows: int, now_ms: int) -> str | None:
-        """`rowLimit`, `timeLimit` or None (keep consuming)."""
+    def reason(self, rows: int, now_ms: int, fetched: bool = True) -> str | None:
+        """`rowLimit`, `timeLimit` or None (keep consuming). `fetched`: a fetch has been tried."""
         if rows >= self.threshold_rows:
             return ROW_LIMIT
         if now_ms >= self.consume_end_ms:
+            if rows == 0 and not fetched:
+                return None
             if rows == 0:
                 while self.consume_end_ms <= now_ms:
                     self.consume_end_ms += self.window_ms

@@ -178,6 +178,17 @@ class DeepStore:
         self.fs.rm_file(path)
         return True
 
+    def delete_uploads(self, raw_table: str, segment: str) -> list[str]:
+        """Remove every committer upload of `segment` (`<raw>/<segment>.tmp.<id>`), as Pinot's
+        commit does for the uploads of replicas that lost; returns their keys."""
+        pattern = self.path_for(f"{_raw(raw_table)}/{segment}.tmp.*")
+        removed = []
+        for path in sorted(self.fs.glob(pattern)):
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
+                removed.append(self._key_of(path))
+        return removed
+
     def cleanup_temporaries(self, older_than_s: float, now: float | None = None) -> list[str]:
         """Remove `.tmp-` files (left by crashed publishes) last modified more than
         `older_than_s` seconds ago; returns their keys. Younger ones may be publishes in flight."""

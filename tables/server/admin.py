@@ -2,10 +2,15 @@
 
 - `GET /tables/{table}/consumingSegmentsInfo`: a JSON list, one item per segment this server is
   consuming for the table (Pinot's server-side `SegmentConsumerInfo`: `segmentName`,
-  `consumerState` CONSUMING/NOT_CONSUMING, `lastConsumedTimestamp`, `partitionToOffsetMap`,
+  `consumerState` (NOT_CONSUMING only for a failed or stopped consumer, as Pinot reports it;
+  holding and committing are CONSUMING), `lastConsumedTimestamp`, `partitionToOffsetMap`,
   `partitionOffsetInfo{currentOffsets, latestUpstreamOffsets, recordsLag, availabilityLagMs}`;
   offsets and lags as strings, keyed by partition id). The table may be given with or without
   `_REALTIME`; a table this server does not host answers 404.
+- `GET /debug/tables/{table}`: every replica this server holds for the table: `segmentName`,
+  `currentState`, and for a consumer its `phase` (CONSUMING, HOLDING, CATCHING_UP, COMMITTING,
+  COMMITTED, KEPT, DISCARDED, STOPPED, ERROR), `rows`, `startOffset`, `nextOffset`, `endReason`;
+  `error` for a failed transition (like Pinot's server `/debug/tables/{table}`, this shape is ours).
 - `GET /metrics`: the Prometheus text of `metrics()` (built by the caller from `monitoring`).
 - `GET /health`: `OK` while the server runs, as Pinot's server answers.
 Errors are JSON `{"code", "error"}` like the controller's API.
@@ -26,13 +31,14 @@ from tables.domain.names import table_name_with_type
 from tables.domain.segment_states import SegmentState
 
 from .consumer import SegmentConsumer
-from .instance import ServerInstance
+from .instance import Replica, ServerInstance
 
 __all__ = ["AdminServer", "consuming_segments_info"]
 
 log = logging.getLogger(__name__)
 
 _CONSUMING_INFO = re.compile(r"^/tables/([^/]+)/consumingSegmentsInfo/?$")
+_DEBUG = re.compile(r"^/debug/tables/([^/]+)/?$")
 
 
 def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
@@ -45,7 +51,7 @@ def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
         availability = max(now_ms - stats.last_message_ms, 0)
     return {
         "segmentName": consumer.spec.segment,
-        "consumerState": "CONSUMING" if consumer.is_consuming else "NOT_CONSUMING",
+        "consumerState": "NOT_CONSUMING" if consumer.failed else "CONSUMING",
         "lastConsumedTimestamp": stats.last_consumed_ms or 0,
         "partitionToOffsetMap": {partition: str(current)},
         "partitionOffsetInfo": {
@@ -57,15 +63,44 @@ def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
     }
 
 
+def _replicas(instance: ServerInstance, table: str) -> dict[str, Replica] | None:
+    name = table if table.endswith("_REALTIME") else table_name_with_type(table, "REALTIME")
+    return instance.replicas_of(name)
+
+
+def debug_info(instance: ServerInstance, table: str) -> list[dict[str, Any]] | None:
+    """Every replica of `table` on this server, or None when it is not hosted here."""
+    replicas = _replicas(instance, table)
+    if replicas is None:
+        return None
+    out = []
+    for segment, replica in sorted(replicas.items()):
+        item: dict[str, Any] = {
+            "segmentName": segment,
+            "currentState": str(replica.state) if replica.state else "OFFLINE",
+            "error": replica.error,
+        }
+        consumer = replica.consumer
+        if consumer is not None:
+            item.update(
+                phase=str(consumer.phase),
+                rows=consumer.rows,
+                startOffset=str(consumer.spec.start_offset),
+                nextOffset=str(consumer.next_offset),
+                endReason=consumer.end_reason,
+            )
+        out.append(item)
+    return out
+
+
 def consuming_segments_info(instance: ServerInstance, table: str) -> list[dict[str, Any]] | None:
     """The server-side consumingSegmentsInfo of `table`, or None when it is not hosted here."""
-    name = table if table.endswith("_REALTIME") else table_name_with_type(table, "REALTIME")
-    replicas = instance.replicas.get(name)
+    replicas = _replicas(instance, table)
     if replicas is None:
         return None
     now_ms = int(time.time() * 1000)
     out = []
-    for _segment, replica in sorted(dict(replicas).items()):
+    for _segment, replica in sorted(replicas.items()):
         consumer = replica.consumer
         if replica.state is SegmentState.CONSUMING and consumer is not None:
             out.append(_info(consumer, now_ms))
@@ -84,14 +119,15 @@ class _Handler(BaseHTTPRequestHandler):
             body, content_type = self.server.metrics()
             self._send(200, body, content_type)
             return
-        match = _CONSUMING_INFO.match(path)
-        if match:
-            info = consuming_segments_info(self.server.instance, match.group(1))
-            if info is None:
-                self._json(404, {"code": 404, "error": f"table {match.group(1)} is not hosted"})
-            else:
-                self._json(200, info)
-            return
+        for pattern, view in ((_CONSUMING_INFO, consuming_segments_info), (_DEBUG, debug_info)):
+            match = pattern.match(path)
+            if match:
+                info = view(self.server.instance, match.group(1))
+                if info is None:
+                    self._json(404, {"code": 404, "error": f"table {match.group(1)} is not hosted"})
+                else:
+                    self._json(200, info)
+                return
         self._json(404, {"code": 404, "error": f"no such endpoint: {path}"})
 
     def _json(self, status: int, data: object) -> None:

@@ -5,6 +5,7 @@ Contract:
   exactly as the stream returned them: the Spark build decodes them per the schema (bad values
   nulled, never dropped), so a committed segment and a re-ingested one are built from the same
   bytes. The consumer never holds a row outside `[start_offset, next_offset)`.
+- After a failed commit it waits 2, 4, 8... up to 30 s before asking again.
 - At the end criteria (`tables.domain.segment_states.EndCriteria`, or a force commit) it runs the
   completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s);
   CATCH_UP -> consume exactly up to the given offset and ask again; COMMIT -> the committer builds
@@ -18,6 +19,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -53,6 +55,9 @@ class Phase(StrEnum):
     ERROR = "ERROR"
 
 
+_UNFINISHED = {Phase.CONSUMING, Phase.HOLDING, Phase.CATCHING_UP, Phase.COMMITTING}
+
+
 @dataclass(frozen=True)
 class ConsumingSegment:
     table: str  # with type
@@ -80,6 +85,7 @@ class PartitionStats:
     last_message_ms: int | None = None  # stream (producer) time of the last consumed message
     last_consumed_ms: int | None = None  # wall time of the last fetch that returned rows
     lost_offsets: int = 0
+    segment: str = ""  # the segment whose consumer reports here now
     latest_checked: float = field(default=-1e9, repr=False)
 
 
@@ -110,11 +116,12 @@ class SegmentConsumer:
         self.criteria = EndCriteria.for_segment(
             spec.threshold_rows, spec.window_ms, spec.creation_ms
         )
-        self.phase = Phase.CONSUMING
+        self._phase = Phase.CONSUMING
         self.next_offset = spec.start_offset
         self.end_reason: str | None = None
         self.offsets = array("q")
         self.values: list[bytes] = []
+        self._fetched = False
         self._stop = threading.Event()
         self._force = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"consume-{spec.segment}")
@@ -122,6 +129,7 @@ class SegmentConsumer:
 
     # --- control ------------------------------------------------------------------------------
     def start(self) -> None:
+        self.stats.segment = self.spec.segment
         self.stats.consuming = True
         self.stats.current_offset = self.next_offset
         self._thread.start()
@@ -137,12 +145,26 @@ class SegmentConsumer:
         self._force.set()
 
     @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: Phase) -> None:
+        self._phase = phase
+        if self.stats.segment == self.spec.segment:  # a newer segment of the partition owns it
+            self.stats.consuming = phase in (Phase.CONSUMING, Phase.CATCHING_UP)
+
+    @property
     def rows(self) -> int:
         return len(self.offsets)
 
     @property
     def is_consuming(self) -> bool:
         return self.phase in (Phase.CONSUMING, Phase.CATCHING_UP)
+
+    @property
+    def failed(self) -> bool:
+        return self.phase in (Phase.ERROR, Phase.STOPPED)
 
     @property
     def finished(self) -> bool:
@@ -168,9 +190,10 @@ class SegmentConsumer:
                 self.spec.table, self.spec.segment, self.next_offset, "consumerError"
             )
         finally:
-            self.stats.consuming = False
-            if self.phase not in (Phase.ERROR,) and self._stop.is_set():
-                self.phase = Phase.STOPPED if self.phase is Phase.CONSUMING else self.phase
+            if self._stop.is_set() and self.phase in _UNFINISHED:
+                self.phase = Phase.STOPPED
+            if self.stats.segment == self.spec.segment:
+                self.stats.consuming = False
             self.offsets = array("q")
             self.values = []
 
@@ -181,7 +204,7 @@ class SegmentConsumer:
             if until is None:
                 if self._force.is_set():
                     return FORCE_COMMIT
-                reason = self.criteria.reason(self.rows, self.now_ms())
+                reason = self.criteria.reason(self.rows, self.now_ms(), self._fetched)
                 if reason is not None:
                     return reason
                 wanted = min(self.fetch_batch, self.criteria.rows_wanted(self.rows))
@@ -192,17 +215,26 @@ class SegmentConsumer:
             self._fetch(wanted)
         return None
 
+    def _refresh_latest(self) -> None:
+        """The partition's latest offset, read at most once a second, also while not fetching
+        (holding, committing), so lag figures stay live."""
+        stats = self.stats
+        if stats.segment != self.spec.segment or time.monotonic() - stats.latest_checked < 1.0:
+            return
+        stats.latest_checked = time.monotonic()
+        with contextlib.suppress(StreamError):  # the next fetch reports the stream's trouble
+            latest = self.provider.latest_offset(self.spec.partition)
+            stats.latest_offset = max(latest, self.next_offset)
+
     def _fetch(self, wanted: int) -> None:
         stats, partition = self.stats, self.spec.partition
         try:
             batch = self.provider.fetch(partition, self.next_offset, wanted, self.fetch_timeout_ms)
-            if time.monotonic() - stats.latest_checked >= 1.0:
-                stats.latest_offset = self.provider.latest_offset(partition)
-                stats.latest_checked = time.monotonic()
         except StreamError as exc:
             log.warning("%s: stream not readable (%s); retrying", self.spec.segment, exc)
             self._stop.wait(1.0)
             return
+        self._fetched = True
         if batch.data_loss:
             lost = batch.first_available_offset - self.next_offset
             stats.lost_offsets += max(lost, 0)
@@ -220,14 +252,18 @@ class SegmentConsumer:
             stats.last_message_ms = batch.messages[-1].timestamp_ms
             stats.last_consumed_ms = self.now_ms()
         self.next_offset = batch.next_offset
-        stats.current_offset = self.next_offset
-        if stats.latest_offset is not None and stats.latest_offset < self.next_offset:
-            stats.latest_offset = self.next_offset
+        if stats.segment == self.spec.segment:
+            stats.current_offset = self.next_offset
+            if stats.latest_offset is not None and stats.latest_offset < self.next_offset:
+                stats.latest_offset = self.next_offset
+        self._refresh_latest()
 
     def _complete(self, reason: str) -> None:
         spec = self.spec
         self.phase = Phase.HOLDING
+        failed_commits = 0
         while not self._stop.is_set():
+            self._refresh_latest()
             response = self.client.segment_consumed(
                 spec.table, spec.segment, self.next_offset, reason, self.rows
             )
@@ -239,12 +275,19 @@ class SegmentConsumer:
                 self.phase = Phase.HOLDING
                 continue
             if status is Status.COMMIT:
+                log.info(
+                    "%s: COMMIT at offset %d (%d rows)", spec.segment, self.next_offset, self.rows
+                )
                 self.phase = Phase.COMMITTING
                 if self._commit(self, response):
                     self.phase = Phase.COMMITTED
                     return
                 self.phase = Phase.HOLDING
+                failed_commits += 1
+                # A build that keeps failing must not spin: back off up to 30 s between commits.
+                self._stop.wait(min(2.0**failed_commits, 30.0))
             elif status in _DONE:
+                log.info("%s: %s at offset %d", spec.segment, status, self.next_offset)
                 self.phase = Phase(_DONE[status])
                 return
             elif status not in _RETRY_ASK:
@@ -253,6 +296,7 @@ class SegmentConsumer:
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; True when stopped meanwhile (for the committer's polling)."""
+        self._refresh_latest()
         return self._stop.wait(seconds)
 
     @property

@@ -122,13 +122,17 @@ class ServerInstance:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout)
-        consumers = [r.consumer for t in self.replicas.values() for r in t.values() if r.consumer]
+        # Running transitions finish first, so none starts a consumer after the sweep below.
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            consumers = [
+                r.consumer for t in self.replicas.values() for r in t.values() if r.consumer
+            ]
         for consumer in consumers:
             consumer.stop()
         deadline = time.monotonic() + timeout
         for consumer in consumers:
             consumer.join(max(deadline - time.monotonic(), 0.1))
-        self._pool.shutdown(wait=False, cancel_futures=True)
         for provider in self._providers.values():
             provider.close()
 
@@ -336,6 +340,14 @@ class ServerInstance:
             except Exception:
                 if attempt == DOWNLOAD_ATTEMPTS or self._stop.wait(attempt):
                     raise
+
+    def replicas_of(self, table: str) -> dict[str, Replica] | None:
+        """A snapshot of this server's replicas of `table`, or None when it does not serve the
+        table (no IdealState, or not its tenant tag)."""
+        with self._lock:
+            if self._ideal.get(table) is None or not self._serves.get(table):
+                return None
+            return dict(self.replicas.get(table, {}))
 
     # --- CURRENTSTATES ------------------------------------------------------------------------
     def current_states(self, table: str) -> dict[str, dict[str, str]]:

@@ -4,22 +4,14 @@ one committed segment (`verify_ledger --rows`)."""
 
 from __future__ import annotations
 
-import io
-import json
-import subprocess
-import sys
-import urllib.request
+import re
 
 import pytest
-from django.core.management import call_command
 
 from tables.controller import context
 from tables.controller.resources import ResourceManager
-from tables.redisconn import get_redis
-from tables.streams.redis_streams import RedisStreamProvider
-from tests import envdefaults
-from tests.cluster_fixtures import PATHS, load
-from tests.ingest_cluster import IngestCluster, done_coverage, table_config
+from tests.cluster_fixtures import load
+from tests.ingest_cluster import admin_get, all_committed, produce, table_config, verify_rows
 from tests.poll import wait_until
 
 pytestmark = [
@@ -34,46 +26,7 @@ ROWS = 200_000
 SEGMENT_ROWS = 5_000
 
 
-def _live(zk) -> set[str]:
-    return set(zk.get_children(PATHS.liveinstances)) if zk.exists(PATHS.liveinstances) else set()
-
-
-@pytest.fixture
-def ingest(worker_zk, celery_workers, tmp_path):
-    cluster = IngestCluster(celery_workers.zk_hosts, tmp_path / "servers")
-    cluster.start_controller()
-    for index in range(3):
-        cluster.start_server(index)
-    wanted = {cluster.controller_id, *(cluster.server_id(i) for i in range(3))}
-    wait_until(lambda: wanted <= _live(worker_zk), timeout=90, what="controller and 3 servers live")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-def _produce(topic: str, count: int, rate: int) -> subprocess.Popen:
-    schema = envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
-    args = ["produce", "--topic", topic, "--partitions", "4", "--rate", str(rate)]
-    args += ["--schema", str(schema), "--count", str(count)]
-    return subprocess.Popen(
-        [sys.executable, "manage.py", *args],
-        cwd=envdefaults.ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def _all_committed(topic: str, settings) -> dict[int, tuple[int, int]] | None:
-    provider = RedisStreamProvider(get_redis(settings.REDIS_URL), topic)
-    latest = {p: provider.latest_offset(p) for p in range(4)}
-    coverage = done_coverage(TABLE)
-    if all(coverage.get(p, (0, 0))[1] == latest[p] for p in range(4)):
-        return coverage
-    return None
-
-
-def test_200k_rows_every_row_in_exactly_one_committed_segment(ingest, worker_zk, topic, settings):
+def test_200k_rows_every_row_in_exactly_one_committed_segment(ingest, topic):
     manager = ResourceManager(context.current())
     manager.add_schema(load("githubEvents_schema.json"))
     manager.add_table(
@@ -85,18 +38,16 @@ def test_200k_rows_every_row_in_exactly_one_committed_segment(ingest, worker_zk,
             },
         )
     )
-    producer = _produce(topic, ROWS, rate=5_000)
+    producer = produce(topic, ROWS, rate=5_000)
     output, _ = producer.communicate(timeout=300)
     assert producer.returncode == 0, output.decode(errors="replace")
 
     coverage = wait_until(
-        lambda: _all_committed(topic, settings), timeout=900, interval=1, what="all rows committed"
+        lambda: all_committed(topic, TABLE), timeout=900, interval=1, what="all rows committed"
     )
     assert all(coverage[p][0] >= 5 for p in range(4)), coverage
-
-    out = io.StringIO()
-    call_command("verify_ledger", TABLE, "--rows", stdout=out)
-    assert "PROBLEM" not in out.getvalue(), out.getvalue()
+    report = verify_rows(TABLE)
+    assert "PROBLEM" not in report, report
 
     # Every committed segment ends ONLINE on its two replicas (the servers fetched their copies).
     def all_online() -> bool:
@@ -108,16 +59,23 @@ def test_200k_rows_every_row_in_exactly_one_committed_segment(ingest, worker_zk,
 
     wait_until(all_online, timeout=120, interval=0.5, what="committed segments ONLINE x2")
 
-    # Each server's admin endpoint reports its consuming segments and Pinot-named metrics.
-    port = ingest.server_ports["server0"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        metrics = reply.read().decode()
-    assert "pinot_server_realtimeRowsConsumed_Count{partition=" in metrics
-    with urllib.request.urlopen(
-        f"http://127.0.0.1:{port}/tables/{TABLE}/consumingSegmentsInfo", timeout=10
-    ) as reply:
-        info = json.load(reply)
-    assert all(item["consumerState"] in ("CONSUMING", "NOT_CONSUMING") for item in info)
+    # The servers' admin endpoints: consuming segments and Pinot-named metrics.
+    total = 0
+    for index in range(3):
+        port = ingest.server_ports[f"server{index}"]
+        metrics = admin_get(port, "/metrics")
+        consuming = r'^pinot_server_llcPartitionConsuming_Value\{[^}]*table="githubEvents"'
+        assert re.search(consuming, metrics, re.M), metrics
+        total += int(
+            next(
+                float(line.split()[-1])
+                for line in metrics.splitlines()
+                if line.startswith("pinot_server_realtimeRowsConsumed_Count ")
+            )
+        )
+        info = admin_get(port, f"/tables/{TABLE}/consumingSegmentsInfo")
+        assert info and all(item["consumerState"] == "CONSUMING" for item in info)
+    assert total >= 2 * ROWS  # every row consumed by both replicas (plus re-reads, if any)
 
     codes = ingest.stop()
     assert all(code == 0 for code in codes.values()), codes

@@ -142,6 +142,17 @@ def test_cleanup_removes_only_old_temporaries(store, tmp_path):
     assert not stale.exists() and fresh.exists() and keep.exists()
 
 
+def test_delete_uploads_removes_only_that_segments_uploads(store, segment_file):
+    segment = "t__0__3__20260101T0000Z"
+    uploads = [f"t/{segment}.tmp.{uuid.uuid4().hex}" for _ in range(2)]
+    others = [f"t/{segment}.tar.gz", f"t/t__0__31__20260101T0000Z.tmp.{uuid.uuid4().hex}"]
+    for key in (*uploads, *others):
+        store.publish(segment_file, key)
+    assert store.delete_uploads("t_REALTIME", segment) == sorted(uploads)
+    assert [store.exists(k) for k in (*uploads, *others)] == [False, False, True, True]
+    assert store.delete_uploads("t", segment) == []
+
+
 @pytest.mark.skipif(
     not os.environ.get("S3_TEST_ENDPOINT"),
     reason="S3_TEST_ENDPOINT is not set (S3 deep store tests need a real S3-compatible endpoint)",

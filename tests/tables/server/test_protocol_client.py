@@ -1,0 +1,253 @@
+"""The server's completion client (`CompletionClient` + `LeaderLocator`) against a real
+`manage.py run_controller` process: it finds the lead controller from the leadControllerResource
+EXTERNALVIEW, gets Pinot's answers, relocates on NOT_LEADER, and turns every call that cannot be
+made or answered into NOT_SENT. A leader that does not exist is staged in a second cluster
+("GhostCluster") inside the test's own ZooKeeper chroot."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.conf import settings
+
+from tables.controller import context
+from tables.controller.context import ClusterContext
+from tables.controller.leadership import lead_controller_for
+from tables.controller.resources import ResourceManager
+from tables.domain.externalview import lead_controller_view
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition
+from tables.domain.names import LLCSegmentName
+from tables.domain.znrecord import ZNRecord
+from tables.server.protocol import CompletionClient, LeaderLocator
+from tables.zk.cluster import init_cluster
+from tables.zk.participants import instance_config, register_participant
+from tables.zk.paths import ClusterPaths
+from tables.zk.records import create_record, read_record, update_record
+from tests import envdefaults
+from tests.cluster_fixtures import PATHS, SERVERS, load
+from tests.ingest_cluster import HOST, free_port, table_config
+from tests.poll import wait_until
+
+pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
+
+TABLE = "githubEvents_REALTIME"
+GHOST = ClusterPaths("GhostCluster")
+GHOST_SEGMENT = "githubEvents__0__0__20210721T0600Z"
+
+
+@dataclass
+class Controller:
+    proc: subprocess.Popen
+    instance_id: str
+    url: str
+
+
+def _lead_masters(zk) -> set[str]:
+    found = read_record(zk, PATHS.externalview(LEAD_CONTROLLER_RESOURCE))
+    if found is None:
+        return set()
+    return {i for replicas in found.record.map_fields.values() for i in replicas}
+
+
+@pytest.fixture
+def controller(servers, zk, settings) -> Iterator[Controller]:
+    """`manage.py run_controller` in the test's chroot, once it leads all 24 partitions."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "ZK_HOSTS": settings.ZK_HOSTS,
+        "DATABASE_URL": f"sqlite:///{envdefaults.VAR_DIR / 'test_db.sqlite3'}",
+    }
+    log = envdefaults.VAR_DIR / "logs" / f"protocol-controller-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    args = ["run_controller", "--port", str(port), "--interval", "0.2"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=envdefaults.ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    instance_id = f"Controller_{HOST}_{port}"
+    try:
+        wait_until(lambda: _lead_masters(zk) == {instance_id}, timeout=60, what="it leads")
+        yield Controller(proc, instance_id, f"http://{HOST}:{port}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def github(servers, topic) -> tuple[str, list[str], int]:
+    """The githubEvents table (replication 2): partition 0's segment, its two replicas and its
+    start offset."""
+    manager = ResourceManager(context.current())
+    manager.add_schema(load("githubEvents_schema.json"))
+    manager.add_table(table_config(topic))
+    for segment, replicas in manager.idealstate(TABLE).items():
+        name = LLCSegmentName.parse(segment)
+        if name is not None and name.partition_group_id == 0:
+            start = manager.segment_metadata(TABLE, segment).start_offset
+            assert set(replicas) <= set(SERVERS) and len(replicas) == 2
+            return segment, sorted(replicas), int(start or 0)
+    raise AssertionError("no segment for partition 0")
+
+
+def _ghost(zk, controllers: list[str]) -> Callable[[], ClusterContext]:
+    """A second cluster in the test's chroot whose lead-controller view names `controllers`."""
+    init_cluster(zk, GHOST)
+    view = lead_controller_view(24, controllers)
+    create_record(zk, GHOST.externalview(LEAD_CONTROLLER_RESOURCE), view)
+    return lambda: ClusterContext(zk, GHOST, settings.REDIS_URL)
+
+
+def test_the_first_row_limit_reporter_commits_and_answers_are_counted(controller, github):
+    segment, (first, second), start = github
+    locator = LeaderLocator(context.current)
+    assert locator.url_for(TABLE) == controller.url
+    winner = CompletionClient(first, locator)
+    other = CompletionClient(second, locator)
+    offset = start + 10
+
+    commit = winner.segment_consumed(TABLE, segment, offset, "rowLimit", 10)
+    assert commit.status == "COMMIT"
+    assert commit.offset == str(offset)
+    assert commit.build_time_sec > 0
+    assert commit.controller_vip_url == controller.url
+
+    behind = other.segment_consumed(TABLE, segment, offset - 4, "rowLimit", 6)
+    assert (behind.status, behind.offset) == ("CATCH_UP", str(offset))
+    level = other.segment_consumed(TABLE, segment, offset, "catchUp", 10)
+    assert (level.status, level.offset) == ("HOLD", str(offset))
+
+    again = winner.segment_consumed(TABLE, segment, offset, "rowLimit", 10)
+    assert again.status == "COMMIT"  # it missed the first COMMIT: the same answer again
+    started = winner.segment_commit_start(TABLE, segment, offset, {"rowCount": 10})
+    assert started.status == "COMMIT_CONTINUE"
+
+    assert winner.responses == {"COMMIT": 2, "COMMIT_CONTINUE": 1}
+    assert other.responses == {"CATCH_UP": 1, "HOLD": 1}
+
+
+def test_not_leader_drops_the_cached_leader_and_the_next_lookup_finds_the_new_one(
+    controller, github, zk
+):
+    segment, (first, _), start = github
+    # A second live controller that sorts after the real one leads githubEvents' partition; its
+    # instance config sends servers to the real controller's port, which does not lead the table.
+    impostor = "Controller_zz.impostor_9000"
+    partitions = lead_controller_view(24, [controller.instance_id, impostor]).map_fields
+    assert partitions[f"leadControllerResource_{lead_partition('githubEvents')}"] == {
+        impostor: "MASTER"
+    }
+    port = int(controller.url.rsplit(":", 1)[1])
+    register_participant(zk, PATHS, impostor, HOST, port, ["controller"])
+    wait_until(
+        lambda: lead_controller_for(context.current(), TABLE) == impostor,
+        timeout=30,
+        what="the impostor leads githubEvents",
+    )
+
+    patient = LeaderLocator(context.current, relocate_interval_s=3600)
+    client = CompletionClient(first, patient)
+    assert patient.url_for(TABLE) == controller.url
+    response = client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5)
+    assert response.status == "NOT_LEADER"
+    assert client.responses == {"NOT_LEADER": 1}
+    # Invalidated: the cached URL is gone, and the next lookup waits for the relocate interval.
+    assert patient.url_for(TABLE) is None
+
+    # The impostor leaves; a client that may look up again finds the real leader and commits.
+    zk.delete(PATHS.liveinstance(impostor))
+    wait_until(
+        lambda: lead_controller_for(context.current(), TABLE) == controller.instance_id,
+        timeout=30,
+        what="the real controller leads githubEvents again",
+    )
+    eager = CompletionClient(first, LeaderLocator(context.current, relocate_interval_s=0))
+    assert eager.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == "COMMIT"
+
+
+def test_a_leader_that_does_not_exist_gives_not_sent(cluster):
+    ghost = "Controller_127.0.0.1_1"
+    ctx = _ghost(cluster, [ghost])
+    assert lead_controller_for(ctx(), TABLE) == ghost
+
+    # No instance config for the named leader: there is nowhere to send the call.
+    locator = LeaderLocator(ctx, relocate_interval_s=0)
+    client = CompletionClient(SERVERS[0], locator)
+    assert locator.url_for(TABLE) is None
+    assert client.segment_consumed(TABLE, GHOST_SEGMENT, 10, "rowLimit", 9).status == "NOT_SENT"
+
+    # An instance config whose port nobody listens on: connection refused, NOT_SENT.
+    closed = free_port()
+    create_record(
+        cluster,
+        GHOST.participant_config(ghost),
+        instance_config(ghost, HOST, closed, None, ["controller"]),
+    )
+    assert locator.url_for(TABLE) == f"http://{HOST}:{closed}"
+    assert client.segment_consumed(TABLE, GHOST_SEGMENT, 10, "rowLimit", 9).status == "NOT_SENT"
+    assert client.segment_stopped_consuming(TABLE, GHOST_SEGMENT, 10, "x").status == "NOT_SENT"
+    assert client.responses == {"NOT_SENT": 3}
+
+    # The failed call dropped the cached URL: a moved leader is found by the next lookup, while a
+    # locator that never failed keeps its cached answer.
+    untouched = LeaderLocator(ctx, relocate_interval_s=0)
+    assert untouched.url_for(TABLE) == f"http://{HOST}:{closed}"
+    moved = free_port()
+
+    def move(record: ZNRecord) -> ZNRecord:
+        record = record.copy()
+        record.simple_fields["HELIX_PORT"] = str(moved)
+        return record
+
+    update_record(cluster, GHOST.participant_config(ghost), move)
+    assert locator.url_for(TABLE) == f"http://{HOST}:{moved}"
+    assert untouched.url_for(TABLE) == f"http://{HOST}:{closed}"
+
+
+def test_with_the_resource_disabled_the_helix_leader_leads(cluster):
+    ctx = _ghost(cluster, [])  # a view with no MASTER anywhere
+    locator = LeaderLocator(ctx, relocate_interval_s=0)
+    assert locator.url_for(TABLE) is None
+    port = free_port()
+    leader = f"Controller_{HOST}_{port}"
+    create_record(
+        cluster, GHOST.participant_config(leader), instance_config(leader, HOST, port, None, [])
+    )
+
+    def disable(record: ZNRecord) -> ZNRecord:
+        record = record.copy()
+        record.simple_fields["RESOURCE_ENABLED"] = "false"
+        return record
+
+    update_record(cluster, GHOST.resource_config(LEAD_CONTROLLER_RESOURCE), disable)
+    create_record(cluster, GHOST.controller_leader, ZNRecord(id=f"{HOST}_{port}"))
+    assert locator.url_for(TABLE) == f"http://{HOST}:{port}"
+
+
+def test_no_reachable_controller_gives_not_sent(controller, github):
+    segment, (first, _), start = github
+    locator = LeaderLocator(context.current, relocate_interval_s=0)
+    client = CompletionClient(first, locator)
+    assert client.segment_consumed(TABLE, segment, start + 3, None, 3).status == "HOLD"
+
+    controller.proc.send_signal(signal.SIGTERM)
+    assert controller.proc.wait(timeout=30) == 0
+    # The view still names the stopped controller; its port refuses the call.
+    assert lead_controller_for(context.current(), TABLE) == controller.instance_id
+    for _ in range(2):
+        response = client.segment_consumed(TABLE, segment, start + 3, "rowLimit", 3)
+        assert (response.status, response.offset, response.build_time_sec) == ("NOT_SENT", None, -1)
+    extended = client.extend_build_time(TABLE, segment, start + 3, 60)
+    assert extended.status == "NOT_SENT"
+    assert client.responses == {"HOLD": 1, "NOT_SENT": 3}
