@@ -11,6 +11,8 @@ Contract:
   CATCH_UP -> consume exactly up to the given offset and ask again; COMMIT -> the committer builds
   and commits (a failed commit goes back to asking); KEEP, DISCARD, COMMIT_SUCCESS -> done: the rows
   are dropped and the segment's ONLINE transition fetches the committed copy.
+- `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
+  controller once more, which answers KEEP or DISCARD for a committed segment, and ends.
 - `stop()` ends the thread at its next wait or fetch (at most ~`fetch_timeout_ms`), reporting
   nothing: the replica's IdealState change (ONLINE/OFFLINE/DROPPED) is what stops a consumer.
 - A stream that cannot be read is retried; anything unexpected ends the segment in ERROR after a
@@ -122,6 +124,8 @@ class SegmentConsumer:
         self.offsets = array("q")
         self.values: list[bytes] = []
         self._fetched = False
+        self._online = threading.Event()
+        self._wakeup = threading.Event()  # set by stop() and finish(): ends a hold wait early
         self._stop = threading.Event()
         self._force = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"consume-{spec.segment}")
@@ -136,6 +140,13 @@ class SegmentConsumer:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wakeup.set()
+
+    def finish(self) -> None:
+        """The replica went ONLINE: stop consuming, ask the controller once more (it answers KEEP
+        or DISCARD for a committed segment) and end. A commit in progress is let finish."""
+        self._online.set()
+        self._wakeup.set()
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
@@ -180,7 +191,7 @@ class SegmentConsumer:
     def _run(self) -> None:
         try:
             reason = self._consume(until=None)
-            if reason is not None:
+            if reason is not None or self._online.is_set():
                 self.end_reason = reason
                 self._complete(reason)
         except Exception:
@@ -190,7 +201,8 @@ class SegmentConsumer:
                 self.spec.table, self.spec.segment, self.next_offset, "consumerError"
             )
         finally:
-            if self._stop.is_set() and self.phase in _UNFINISHED:
+            ended = self._stop.is_set() or self._online.is_set()
+            if ended and self.phase in _UNFINISHED:
                 self.phase = Phase.STOPPED
             if self.stats.segment == self.spec.segment:
                 self.stats.consuming = False
@@ -199,8 +211,8 @@ class SegmentConsumer:
 
     def _consume(self, until: int | None) -> str | None:
         """Read until the end criteria (`until` None) or up to offset `until`; returns the end
-        reason, or None when stopped."""
-        while not self._stop.is_set():
+        reason, or None when stopped or the replica went ONLINE."""
+        while not self._stop.is_set() and not self._online.is_set():
             if until is None:
                 if self._force.is_set():
                     return FORCE_COMMIT
@@ -258,23 +270,23 @@ class SegmentConsumer:
                 stats.latest_offset = self.next_offset
         self._refresh_latest()
 
-    def _complete(self, reason: str) -> None:
+    def _complete(self, reason: str | None) -> None:
         spec = self.spec
         self.phase = Phase.HOLDING
         failed_commits = 0
         while not self._stop.is_set():
             self._refresh_latest()
+            online = self._online.is_set()
             response = self.client.segment_consumed(
                 spec.table, spec.segment, self.next_offset, reason, self.rows
             )
             status = response.status
-            if status is Status.CATCH_UP and response.offset is not None:
+            if status is Status.CATCH_UP and response.offset is not None and not online:
                 self.phase = Phase.CATCHING_UP
-                if self._consume(until=int(response.offset)) is None:
-                    return
+                self._consume(until=int(response.offset))
                 self.phase = Phase.HOLDING
                 continue
-            if status is Status.COMMIT:
+            if status is Status.COMMIT and not online:
                 log.info(
                     "%s: COMMIT at offset %d (%d rows)", spec.segment, self.next_offset, self.rows
                 )
@@ -285,19 +297,25 @@ class SegmentConsumer:
                 self.phase = Phase.HOLDING
                 failed_commits += 1
                 # A build that keeps failing must not spin: back off up to 30 s between commits.
-                self._stop.wait(min(2.0**failed_commits, 30.0))
-            elif status in _DONE:
+                self._wakeup.wait(min(2.0**failed_commits, 30.0))
+                self._wakeup.clear()
+                continue
+            if status in _DONE:
                 log.info("%s: %s at offset %d", spec.segment, status, self.next_offset)
                 self.phase = Phase(_DONE[status])
                 return
-            elif status not in _RETRY_ASK:
+            if status not in _RETRY_ASK and not online:
                 log.warning("%s: unexpected answer %s to segmentConsumed", spec.segment, status)
-            self._stop.wait(self.hold_s)
+            if online:
+                return  # asked once more after going ONLINE: the committed copy is fetched anyway
+            self._wakeup.wait(self.hold_s)
+            self._wakeup.clear()
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True when stopped meanwhile (for the committer's polling)."""
+        """Sleep up to `seconds`; True when stopped meanwhile or the replica went ONLINE (for the
+        committer's polling: someone else committed)."""
         self._refresh_latest()
-        return self._stop.wait(seconds)
+        return self._wakeup.wait(seconds) and (self._stop.is_set() or self._online.is_set())
 
     @property
     def stopped(self) -> bool:

@@ -258,7 +258,7 @@ class ServerInstance:
         source, target = step
         try:
             if source is SegmentState.CONSUMING or target is SegmentState.DROPPED:
-                self._stop_consumer(replica)
+                self._stop_consumer(replica, finish=target is SegmentState.ONLINE)
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
             elif target is SegmentState.ONLINE:
@@ -279,11 +279,17 @@ class ServerInstance:
             self._publish(table)
             self._wake.set()
 
-    def _stop_consumer(self, replica: Replica) -> None:
+    def _stop_consumer(self, replica: Replica, finish: bool = False) -> None:
+        """Stop the replica's consumer; `finish` (going ONLINE) lets it ask KEEP/DISCARD first."""
         consumer, replica.consumer = replica.consumer, None
-        if consumer is not None:
-            consumer.stop()
-            consumer.join(STOP_JOIN_S)
+        if consumer is None:
+            return
+        if finish:
+            consumer.finish()
+            if consumer.join(STOP_JOIN_S):
+                return
+        consumer.stop()
+        consumer.join(STOP_JOIN_S)
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
         resources = ResourceManager(self.ctx())

@@ -17,8 +17,11 @@ def live(zk) -> set[str]:
 
 
 @pytest.fixture
-def ingest(worker_zk, celery_workers, tmp_path) -> Iterator[IngestCluster]:
-    cluster = IngestCluster(celery_workers.zk_hosts, tmp_path / "servers")
+def ingest(worker_zk, celery_workers, tmp_path, request) -> Iterator[IngestCluster]:
+    # Logs: var/test/logs/<test name>-<process>.log, fresh for each run of the test.
+    cluster = IngestCluster(celery_workers.zk_hosts, tmp_path / "servers", request.node.name)
+    for old in cluster.log_dir.glob(f"{request.node.name}-*.log"):
+        old.unlink()
     cluster.start_controller()
     for index in range(3):
         cluster.start_server(index)
