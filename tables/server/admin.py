@@ -8,8 +8,9 @@
   offsets and lags as strings, keyed by partition id). The table may be given with or without
   `_REALTIME`; a table this server does not host answers 404.
 - `GET /debug/tables/{table}`: every replica this server holds for the table: `segmentName`,
-  `currentState`, and for a consumer its `phase` (CONSUMING, HOLDING, CATCHING_UP, COMMITTING,
-  COMMITTED, KEPT, DISCARDED, STOPPED, ERROR), `rows`, `startOffset`, `nextOffset`, `endReason`;
+  `currentState` (since `sinceMs`), and for a consumer its `phase` (CONSUMING, HOLDING,
+  CATCHING_UP, COMMITTING, COMMITTED, KEPT, DISCARDED, STOPPED, ERROR), `rows`, `startOffset`,
+  `nextOffset`, `endReason`;
   `error` for a failed transition (like Pinot's server `/debug/tables/{table}`, this shape is ours).
 - `GET /metrics`: the Prometheus text of `metrics()` (built by the caller from `monitoring`).
 - `GET /health`: `OK` while the server runs, as Pinot's server answers.
@@ -79,6 +80,7 @@ def debug_info(instance: ServerInstance, table: str) -> list[dict[str, Any]] | N
             "segmentName": segment,
             "currentState": str(replica.state) if replica.state else "OFFLINE",
             "error": replica.error,
+            "sinceMs": replica.since_ms,
         }
         consumer = replica.consumer
         if consumer is not None:

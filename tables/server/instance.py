@@ -153,10 +153,17 @@ class ServerInstance:
     def _on_ideal(self, table: str, data: bytes | None, _stat: object) -> bool:
         if self._stop.is_set():
             return False
+        try:
+            record = codec.decode(data) if data else None
+        except Exception:  # a watcher must survive a bad znode
+            log.exception(
+                "%s: unreadable IdealState of %s; keeping the last one", self.instance_id, table
+            )
+            return True
         with self._lock:
-            self._ideal[table] = codec.decode(data) if data else None
+            self._ideal[table] = record
+            self._serves.pop(table, None)  # re-read with the table config (a tenant may change)
             if data is None:
-                self._serves.pop(table, None)
                 self._watched.discard(table)
         self._wake.set()
         return data is not None
