@@ -14,6 +14,7 @@ import re
 import signal
 import threading
 
+from celery.result import AsyncResult
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,8 +28,11 @@ from tables.server.instance import DEFAULT_TAG, ServerInstance
 _INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
 
 
-def submit_build(table, segment, staging_key, start, end, output_key):
-    from tables.tasks import spark_build_segment
+def submit_build(
+    table: str, segment: str, staging_key: str, start: int, end: int, output_key: str
+) -> AsyncResult:
+    """The committer's build: `tables.spark_build_segment` on the spark queue."""
+    from tables.tasks import spark_build_segment  # on first use: it imports pyspark
 
     return spark_build_segment.apply_async(
         args=(table, segment, staging_key, start, end, output_key), queue="spark"
