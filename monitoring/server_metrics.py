@@ -27,24 +27,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamil
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tables.domain.names import raw_table_name
-from tables.server.consumer import PartitionStats
 from tables.server.instance import ServerInstance
 
-__all__ = ["ServerCollector", "ingestion_delay_ms", "offset_lag", "server_registry"]
+__all__ = ["ServerCollector", "server_registry"]
 
 PREFIX = "pinot_server_"
-
-
-def offset_lag(stats: PartitionStats) -> int:
-    if stats.latest_offset is None or stats.current_offset is None:
-        return 0
-    return max(stats.latest_offset - stats.current_offset, 0)
-
-
-def ingestion_delay_ms(stats: PartitionStats, now_ms: int) -> int:
-    if offset_lag(stats) == 0 or stats.last_message_ms is None:
-        return 0
-    return max(now_ms - stats.last_message_ms, 0)
 
 
 def _camel(status: str) -> str:
@@ -94,8 +81,8 @@ class ServerCollector(Collector):
             rows.add_metric(client, s.rows_consumed)
             consuming.add_metric(client, 1 if s.consuming else 0)
             failures.add_metric(client, failed_builds.get((s.table, s.partition), 0))
-            lag.add_metric(partition, offset_lag(s))
-            delay.add_metric(partition, ingestion_delay_ms(s, now_ms))
+            lag.add_metric(partition, s.offset_lag())
+            delay.add_metric(partition, s.delay_ms(now_ms))
             upstream.add_metric(partition, s.latest_offset or 0)
             current.add_metric(partition, s.current_offset or 0)
         rows.add_sample(rows.name, {}, sum(s.rows_consumed for s in stats))

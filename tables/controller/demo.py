@@ -26,7 +26,6 @@ from typing import Any
 from kazoo.exceptions import KazooException, NoNodeError
 
 from tables.domain.table_config import parse_table_config, switch_stream_type
-from tables.streams.base import TopicExists
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.cluster import is_initialised
 
@@ -124,16 +123,12 @@ def wait_for_servers(
 
 
 def _ensure_topic(admin: RedisTopicAdmin, topic: str, partitions: int) -> str:
-    try:
-        admin.create_topic(topic, partitions)
+    before = admin.ensure_topic(topic, partitions)
+    if before == 0:
         return f"created topic {topic!r} with {partitions} partitions"
-    except TopicExists:
-        pass
-    current = admin.partition_count(topic)
-    if current < partitions:
-        admin.add_partitions(topic, partitions)
-        return f"topic {topic!r}: partitions {current} -> {partitions}"
-    return f"topic {topic!r} exists with {current} partitions"
+    if before < partitions:
+        return f"topic {topic!r}: partitions {before} -> {partitions}"
+    return f"topic {topic!r} exists with {before} partitions"
 
 
 def create_demo_table(

@@ -45,11 +45,7 @@ _DEBUG = re.compile(r"^/debug/tables/([^/]+)/?$")
 def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
     stats, partition = consumer.stats, str(consumer.spec.partition)
     current = consumer.next_offset
-    latest = max(stats.latest_offset or current, current)
-    caught_up = latest <= current
-    availability = 0
-    if not caught_up and stats.last_message_ms is not None:
-        availability = max(now_ms - stats.last_message_ms, 0)
+    lag = stats.offset_lag(current)
     return {
         "segmentName": consumer.spec.segment,
         "consumerState": "NOT_CONSUMING" if consumer.failed else "CONSUMING",
@@ -57,9 +53,9 @@ def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
         "partitionToOffsetMap": {partition: str(current)},
         "partitionOffsetInfo": {
             "currentOffsets": {partition: str(current)},
-            "latestUpstreamOffsets": {partition: str(latest)},
-            "recordsLag": {partition: str(latest - current)},
-            "availabilityLagMs": {partition: str(availability)},
+            "latestUpstreamOffsets": {partition: str(current + lag)},
+            "recordsLag": {partition: str(lag)},
+            "availabilityLagMs": {partition: str(stats.delay_ms(now_ms, current))},
         },
     }
 

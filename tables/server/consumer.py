@@ -90,6 +90,19 @@ class PartitionStats:
     segment: str = ""  # the segment whose consumer reports here now
     latest_checked: float = field(default=-1e9, repr=False)
 
+    def offset_lag(self, current: int | None = None) -> int:
+        """Latest upstream offset minus `current` (default: the partition's next offset)."""
+        current = self.current_offset if current is None else current
+        if self.latest_offset is None or current is None:
+            return 0
+        return max(self.latest_offset - current, 0)
+
+    def delay_ms(self, now_ms: int, current: int | None = None) -> int:
+        """Now minus the stream time of the last consumed message; 0 when caught up."""
+        if self.offset_lag(current) == 0 or self.last_message_ms is None:
+            return 0
+        return max(now_ms - self.last_message_ms, 0)
+
 
 class SegmentConsumer:
     """Runs in its own thread; see the module contract."""

@@ -169,6 +169,19 @@ class TopicAdmin(ABC):
     @abstractmethod
     def topic_exists(self, topic: str) -> bool: ...
 
+    def ensure_topic(self, topic: str, partitions: int) -> int:
+        """Create `topic` with `partitions`, or grow it to that many; never shrinks it. Returns
+        the partition count it had before (0: created now)."""
+        try:
+            self.create_topic(topic, partitions)
+            return 0
+        except TopicExists:
+            pass
+        current = self.partition_count(topic)
+        if partitions > current:
+            self.add_partitions(topic, partitions)
+        return current
+
     @abstractmethod
     def produce(self, topic: str, partition: int, values: list[bytes], now_ms: int) -> list[int]:
         """Append `values` in order with producer time `now_ms`; returns their offsets."""

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tables.redisconn import get_redis
-from tables.streams.base import StreamError, TopicExists
+from tables.streams.base import StreamError
 from tables.streams.producer import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_KEY_FIELD,
@@ -122,21 +122,16 @@ class Command(BaseCommand):
             provider.close()
 
     def _ensure_topic(self, admin: RedisTopicAdmin, topic: str, partitions: int) -> None:
-        try:
-            admin.create_topic(topic, partitions)
+        before = admin.ensure_topic(topic, partitions)
+        if before == 0:
             self.stdout.write(f"created topic {topic!r} with {partitions} partitions")
-            return
-        except TopicExists:
-            pass
-        current = admin.partition_count(topic)
-        if partitions < current:
+        elif partitions < before:  # ensure_topic never shrinks: nothing changed
             raise CommandError(
-                f"topic {topic!r} has {current} partitions; refusing to decrease it to "
+                f"topic {topic!r} has {before} partitions; refusing to decrease it to "
                 f"{partitions} (partition counts only grow)"
             )
-        if partitions > current:
-            admin.add_partitions(topic, partitions)
-            self.stdout.write(f"topic {topic!r}: partitions {current} -> {partitions}")
+        elif partitions > before:
+            self.stdout.write(f"topic {topic!r}: partitions {before} -> {partitions}")
 
     def _offsets(self, partitions: int) -> str:
         provider: RedisStreamProvider = self._provider
