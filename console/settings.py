@@ -102,6 +102,23 @@ SERVER_DATA_DIR = Path(env_str("SERVER_DATA_DIR", str(VAR_DIR / "servers")))
 # committed segments. Empty: derived from SECRET_KEY, which every process of a cluster shares.
 CLUSTER_TOKEN = env_secret("CLUSTER_TOKEN") or ""
 
+# --- the ZooKeeper mirror and live consumption state --------------------------------------------
+# Beat runs `tables.sync_mirror` this often; pages show how old the mirror is.
+MIRROR_SYNC_SECONDS = env_float("MIRROR_SYNC_SECONDS", 5.0)
+# One ConsumptionSample per partition at most this often, kept this long (charts: last hour).
+MIRROR_SAMPLE_SECONDS = env_float("MIRROR_SAMPLE_SECONDS", 15.0)
+MIRROR_SAMPLE_RETENTION_SECONDS = env_float("MIRROR_SAMPLE_RETENTION_SECONDS", 7200.0)
+# Servers publish what they consume to Redis this often; a key not refreshed within the TTL
+# expires, and the server reads as "not reporting".
+LIVE_PUBLISH_SECONDS = env_float("LIVE_PUBLISH_SECONDS", 2.0)
+LIVE_STATE_TTL_SECONDS = env_float("LIVE_STATE_TTL_SECONDS", 15.0)
+# A partition whose offsets have not moved for this long while it lags is "stalled".
+STALLED_AFTER_SECONDS = env_float("STALLED_AFTER_SECONDS", 60.0)
+# Per-server timeout of the controller's consumingSegmentsInfo fan-out.
+SERVER_ADMIN_TIMEOUT_SECONDS = env_float("SERVER_ADMIN_TIMEOUT_SECONDS", 5.0)
+# Links from the console to Grafana (empty: no links).
+GRAFANA_URL = env_str("GRAFANA_URL", "")
+
 # --- health checks -------------------------------------------------------------------------------
 HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
 # A cold Spark session costs about 5 s of JVM start plus 2-3 s for the first job.
@@ -121,6 +138,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
     "console",
     "tables",
     "monitoring",
@@ -135,6 +156,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -152,6 +174,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.cluster",
+                "console.context_processors.role",
             ],
         },
     },
@@ -206,7 +229,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "console.api.cluster_auth.ClusterTokenAuthentication",
+        # Scripts: `Authorization: Token <key>` (python manage.py console_user --token).
+        "rest_framework.authentication.TokenAuthentication",
     ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "console.api.errors.handle",
 }
@@ -229,11 +255,27 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # Spark work goes to its own queue, consumed by a worker with one process (one JVM).
 CELERY_TASK_ROUTES = {"tables.spark_*": {"queue": "spark"}}
 CELERY_BEAT_SCHEDULE = {
+    "sync-mirror": {
+        "task": "tables.sync_mirror",
+        "schedule": MIRROR_SYNC_SECONDS,
+        "options": {"expires": MIRROR_SYNC_SECONDS},
+    },
     "beat-heartbeat": {
         "task": "console.beat_heartbeat",
         "schedule": BEAT_HEARTBEAT_SECONDS,
         "options": {"expires": BEAT_HEARTBEAT_SECONDS},
     },
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Pinot realtime control plane API",
+    "DESCRIPTION": "Pinot's controller paths (tables, segments, completion protocol, realtime "
+    "operations) and the console's own JSON under /api/v1/.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -3,19 +3,18 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console import views
-
-console_patterns = (
-    [
-        path("", views.home, name="home"),
-    ],
-    "console",
-)
+from monitoring import views as monitoring_views
 
 urlpatterns = [
-    path("", include(console_patterns)),
+    # Pages (namespace "console"): console/pages/urls.py.
+    path("", include(("console.pages.urls", "console"))),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", monitoring_views.metrics, name="metrics"),
+    # The console's own JSON and its OpenAPI schema: console/api/v1_urls.py.
+    path("api/v1/", include(("console.api.v1_urls", "api"))),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # Pinot's controller paths, at the root as Pinot serves them.
     path("", include(("console.api.urls", "pinot"))),
 ]

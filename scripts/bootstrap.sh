@@ -5,7 +5,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 REQ="$ROOT/requirements.txt"
-APT_PKGS=(openjdk-17-jre-headless zookeeper redis-server chromium)
+APT_PKGS=(openjdk-17-jre-headless zookeeper redis-server chromium prometheus)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -1,5 +1,16 @@
-"""Console-side records. ZooKeeper stays the truth for the cluster; these rows are what only the
-console keeps: background jobs and durable counters.
+"""Console-side records. ZooKeeper stays the truth for the cluster; the rows here are either a
+MIRROR of it (read model for pages and /metrics, written only by `tables.sync`) or what only the
+console keeps (jobs, durable counters, the audit log).
+
+Mirror contract:
+- `MirroredTable`, `MirroredSegment`, `MirroredInstance`, `LeadControllerPartition` and
+  `PartitionStatus` are written by `tables.sync` alone; pages and /metrics only read them and
+  never read ZooKeeper. Each row keeps the znode version(s) it was built from and `last_synced`,
+  the time of the sync that last confirmed it (so pages can show staleness).
+- `PartitionStatus` is one row per (table, stream partition): the consuming segment from the
+  IdealState, the replicas' live figures as the servers last published them, and the triage
+  verdict (`tables.domain.triage`). `ConsumptionSample` is its time series (pruned to
+  MIRROR_SAMPLE_RETENTION_SECONDS).
 
 - `Job`: one row per attempt of a background run (a Spark segment build, a re-ingestion). An
   attempt that died with its process stays RUNNING until the next attempt of the same work marks it
@@ -7,6 +18,7 @@ console keeps: background jobs and durable counters.
 - `DurableCounter`: monotonically increasing counts (segmentBuildFailures, reingestionFailures,
   ...) per table, incremented atomically in the database, so they survive worker restarts and are
   shared by every process. `monitoring` exposes them on /metrics.
+- `AuditEntry`: one row per state-changing action, from a page or the API, allowed or refused.
 """
 
 from __future__ import annotations
@@ -75,3 +87,254 @@ class DurableCounter(models.Model):
     def value_of(cls, name: str, table: str = "") -> int:
         row = cls.objects.filter(name=name, table=table).first()
         return 0 if row is None else row.value
+
+
+# --- the mirror of ZooKeeper (written by tables.sync only) ---------------------------------------
+
+
+class Health(models.TextChoices):
+    """A table's (or partition's) overall verdict, worst last."""
+
+    GOOD = "GOOD"
+    PAUSED = "PAUSED"
+    UPDATING = "UPDATING"  # IdealState and ExternalView not yet converged
+    WARNING = "WARNING"  # consuming but lagging, or stalled
+    BAD = "BAD"  # ERROR replicas, missing CONSUMING segment, consumer error, unavailable
+
+
+HEALTH_RANK = {h: i for i, h in enumerate(Health.values)}
+
+
+class MirroredTable(models.Model):
+    """A table: its config summary, pause state, IdealState/ExternalView digest and verdict."""
+
+    name = models.CharField(max_length=255, unique=True, help_text="with type: t_REALTIME")
+    raw_name = models.CharField(max_length=255, db_index=True)
+    table_type = models.CharField(max_length=16)
+    tenant = models.CharField(max_length=255, blank=True, help_text="server tag")
+    replication = models.IntegerField(default=1)
+    stream_type = models.CharField(max_length=64, blank=True)
+    topic = models.CharField(max_length=255, blank=True)
+    flush_rows = models.BigIntegerField(null=True)
+    flush_time = models.CharField(max_length=32, blank=True)
+    pauseless = models.BooleanField(default=False)
+    config = models.JSONField(default=dict, blank=True, help_text="the table config, REST form")
+    # Pause state (reference §4.2) and the design's partition-level pause.
+    paused = models.BooleanField(default=False)
+    pause_reason = models.CharField(max_length=64, blank=True)
+    pause_comment = models.TextField(blank=True)
+    pause_time = models.CharField(max_length=64, blank=True, help_text="pauseState.timeInMillis")
+    paused_partitions = models.JSONField(default=list, blank=True)
+    # Counts derived from the IdealState, ExternalView and segment metadata.
+    num_partitions = models.IntegerField(default=0)
+    segment_count = models.IntegerField(default=0)
+    consuming_count = models.IntegerField(default=0)
+    error_replicas = models.IntegerField(default=0, help_text="(segment, replica) pairs in ERROR")
+    error_segments = models.IntegerField(default=0, help_text="ERROR or all-OFFLINE segments")
+    missing_download_url = models.IntegerField(default=0)
+    missing_consuming = models.IntegerField(default=0, help_text="partitions without CONSUMING")
+    percent_available = models.IntegerField(default=100)
+    max_records_lag = models.BigIntegerField(default=0)
+    max_time_lag_ms = models.BigIntegerField(default=0)
+    rows_per_s = models.FloatField(default=0.0)
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.GOOD)
+    health_rank = models.SmallIntegerField(default=0, db_index=True)
+    health_reason = models.CharField(max_length=255, blank=True)
+    lead_partition = models.IntegerField(null=True)
+    # Znode versions the row was built from (-1: the znode did not exist).
+    config_version = models.IntegerField(default=-1)
+    idealstate_version = models.IntegerField(default=-1)
+    externalview_version = models.IntegerField(default=-1)
+    last_synced = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MirroredSegment(models.Model):
+    """A segment: IdealState vs ExternalView per replica, and its ZK metadata."""
+
+    table = models.ForeignKey(MirroredTable, on_delete=models.CASCADE, related_name="segments")
+    name = models.CharField(max_length=255)
+    partition = models.IntegerField(null=True)
+    sequence = models.IntegerField(null=True)
+    created_ms = models.BigIntegerField(null=True, help_text="from the LLC name")
+    ideal_states = models.JSONField(default=dict, help_text="instance -> IdealState state")
+    external_states = models.JSONField(default=dict, help_text="instance -> ExternalView state")
+    # One word for filtering: CONSUMING, ONLINE, ERROR, OFFLINE, UPDATING (IS != EV).
+    display_state = models.CharField(max_length=16, db_index=True)
+    has_error = models.BooleanField(default=False)
+    all_offline = models.BooleanField(default=False)
+    # ZK metadata (reference §2.1); metadata_version -1 when the znode is missing.
+    status = models.CharField(max_length=16, blank=True)
+    start_offset = models.CharField(max_length=64, blank=True)
+    end_offset = models.CharField(max_length=64, blank=True)
+    total_docs = models.BigIntegerField(null=True)
+    size_bytes = models.BigIntegerField(null=True)
+    download_url = models.TextField(blank=True)
+    crc = models.CharField(max_length=32, blank=True)
+    start_time_ms = models.BigIntegerField(null=True)
+    end_time_ms = models.BigIntegerField(null=True)
+    creation_time_ms = models.BigIntegerField(null=True)
+    metadata = models.JSONField(default=dict, help_text="the znode's simpleFields")
+    metadata_version = models.IntegerField(default=-1)
+    metadata_mtime_ms = models.BigIntegerField(null=True)
+    last_synced = models.DateTimeField()
+
+    class Meta:
+        ordering = ["table", "partition", "sequence", "name"]
+        constraints = [models.UniqueConstraint(fields=["table", "name"], name="segment_per_table")]
+        indexes = [
+            models.Index(fields=["table", "partition"]),
+            models.Index(fields=["table", "display_state"]),
+            models.Index(fields=["has_error"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class MirroredInstance(models.Model):
+    """A participant of the cluster (server, controller, broker, minion)."""
+
+    name = models.CharField(max_length=255, unique=True)
+    kind = models.CharField(max_length=16, help_text="SERVER, CONTROLLER, BROKER, MINION, OTHER")
+    host = models.CharField(max_length=255, blank=True)
+    port = models.IntegerField(null=True)
+    admin_port = models.IntegerField(null=True)
+    tags = models.JSONField(default=list)
+    enabled = models.BooleanField(default=True)
+    live = models.BooleanField(default=False)
+    session_id = models.CharField(max_length=64, blank=True)
+    config_version = models.IntegerField(default=-1)
+    last_synced = models.DateTimeField()
+
+    class Meta:
+        ordering = ["kind", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LeadControllerPartition(models.Model):
+    """A partition of leadControllerResource, its MASTER and the tables it leads."""
+
+    partition_id = models.IntegerField(unique=True)
+    name = models.CharField(max_length=64)
+    controller = models.CharField(max_length=255, blank=True, help_text="MASTER in the EV")
+    tables = models.JSONField(default=list)
+    last_synced = models.DateTimeField()
+
+    class Meta:
+        ordering = ["partition_id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PartitionStatus(models.Model):
+    """One stream partition of a realtime table: consuming segment, replicas' live figures, verdict.
+
+    `replicas` maps server -> {state (EV), currentOffset, upstreamOffset, recordsLag,
+    availabilityLagMs, rowsPerSecond, consumerState, phase, lastConsumedMs, updatedMs}; a server
+    that published nothing recently has only its EV state.
+    """
+
+    table = models.ForeignKey(MirroredTable, on_delete=models.CASCADE, related_name="partitions")
+    partition = models.IntegerField()
+    consuming_segment = models.CharField(max_length=255, blank=True)
+    latest_segment = models.CharField(max_length=255, blank=True)
+    replicas = models.JSONField(default=dict)
+    current_offset = models.BigIntegerField(null=True, help_text="the most advanced replica")
+    upstream_offset = models.BigIntegerField(null=True)
+    records_lag = models.BigIntegerField(default=0, db_index=True, help_text="worst replica")
+    time_lag_ms = models.BigIntegerField(default=0, db_index=True, help_text="worst replica")
+    rows_per_s = models.FloatField(default=0.0)
+    progressed_at = models.DateTimeField(null=True, help_text="when an offset last moved")
+    stalled_s = models.BigIntegerField(default=0, db_index=True)
+    lost_offsets = models.BigIntegerField(default=0)
+    verdict = models.CharField(max_length=32, db_index=True)
+    verdict_detail = models.CharField(max_length=255, blank=True)
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.GOOD)
+    health_rank = models.SmallIntegerField(default=0, db_index=True)
+    last_synced = models.DateTimeField()
+
+    class Meta:
+        ordering = ["table", "partition"]
+        constraints = [
+            models.UniqueConstraint(fields=["table", "partition"], name="partition_per_table")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.table.name}/{self.partition}"
+
+
+class ConsumptionSample(models.Model):
+    """A point of a partition's ingestion time series (charts over the last hour)."""
+
+    table = models.ForeignKey(MirroredTable, on_delete=models.CASCADE, related_name="samples")
+    partition = models.IntegerField()
+    sampled_at = models.DateTimeField()
+    current_offset = models.BigIntegerField(null=True)
+    records_lag = models.BigIntegerField(default=0)
+    time_lag_ms = models.BigIntegerField(default=0)
+    rows_per_s = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["table", "partition", "sampled_at"]
+        indexes = [
+            models.Index(fields=["table", "sampled_at"]),
+            models.Index(fields=["sampled_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.table_id}/{self.partition}@{self.sampled_at:%H:%M:%S}"
+
+
+class MirrorState(models.Model):
+    """One row per mirror (name "zk"): when it last synced, how long it took, and any error."""
+
+    name = models.CharField(max_length=32, unique=True)
+    last_synced = models.DateTimeField(null=True)
+    last_attempt = models.DateTimeField(null=True)
+    duration_ms = models.IntegerField(default=0)
+    tables_read = models.IntegerField(default=0, help_text="tables whose znodes changed")
+    segments_read = models.IntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"mirror {self.name} synced {self.last_synced}"
+
+
+# --- the audit log ------------------------------------------------------------------------------
+
+
+class AuditEntry(models.Model):
+    """Who did (or tried) what, to which target, why, with what result."""
+
+    class Result(models.TextChoices):
+        OK = "OK"
+        DENIED = "DENIED"  # refused for lack of permission (403)
+        REJECTED = "REJECTED"  # bad input (4xx)
+        FAILED = "FAILED"  # allowed but failed (5xx)
+
+    at = models.DateTimeField(db_index=True)
+    username = models.CharField(max_length=150, db_index=True)
+    role = models.CharField(max_length=16, blank=True)
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=512, db_index=True, help_text="table, table/partition...")
+    reason = models.TextField(blank=True)
+    result = models.CharField(max_length=16, choices=Result.choices)
+    status_code = models.IntegerField(null=True)
+    detail = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=16, help_text="page or api")
+    remote_addr = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.target}"

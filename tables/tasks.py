@@ -65,3 +65,11 @@ def spark_reingest_segment(
         context.current(), table, segment, start_offset, end_offset, self.request.id
     )
     return outcome.as_dict()
+
+
+@shared_task(name="tables.sync_mirror", ignore_result=True)
+def sync_mirror() -> None:
+    """Beat, every MIRROR_SYNC_SECONDS: bring the database mirror up to date with ZooKeeper."""
+    from tables import sync
+
+    sync.sync_cluster(context.current())

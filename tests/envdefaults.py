@@ -4,6 +4,10 @@ Points every connectivity setting at the test services (`scripts/test.sh` starts
 ports, state under var/test), so a test run never touches the demo's ZooKeeper or Redis even when a
 developer's shell exports ZK_HOSTS or REDIS_URL. Celery worker processes started by the fixtures
 inherit this environment.
+
+`TEST_SLOT=N` (1..15) lets several pytest sessions run at once against the same services: slot N
+gets its own Redis database (so its Celery queues), its own test database file and its own
+state folder `var/test/slot-N`. Slot 0 (the default) is what `make test` uses.
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SLOT = int(os.environ.get("TEST_SLOT", "0"))
+if not 0 <= SLOT <= 15:
+    raise SystemExit(f"TEST_SLOT={SLOT}: use 0..15 (one Redis database per slot)")
 VAR_DIR = ROOT / "var" / "test"
+if SLOT:
+    VAR_DIR = VAR_DIR / f"slot-{SLOT}"
 # Pinot's own configs, schemas and rows: ../shared/fixtures/pinot beside the checkout, as CI has it.
 PINOT_FIXTURES = Path(
     os.environ.get("PINOT_FIXTURES", ROOT.parent / "shared" / "fixtures" / "pinot")
@@ -30,7 +39,7 @@ os.environ.update(
     {
         "VAR_DIR": str(VAR_DIR),
         "ZK_HOSTS": f"127.0.0.1:{ZK_PORT}",
-        "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
+        "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/{SLOT}",
         "DATABASE_URL": f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
         # A file, so that the Celery workers the fixtures start see the test data.
         "DATABASE_TEST_NAME": str(VAR_DIR / "test_db.sqlite3"),

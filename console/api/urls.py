@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import completion, pinot
+from . import completion, consuming, force_commit, pinot
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
@@ -19,6 +19,18 @@ urlpatterns = [
     ),
     path("extendBuildTime", completion.extend_build_time, name="extend-build-time"),
     path("schemas", pinot.SchemaList.as_view(), name="schemas"),
+    # Realtime operations (reference §4).
+    path(
+        "tables/forceCommitStatus/<str:job_id>",
+        force_commit.ForceCommitStatus.as_view(),
+        name="force-commit-status",
+    ),
+    path("tables/<str:table>/forceCommit", force_commit.ForceCommit.as_view(), name="force-commit"),
+    path(
+        "tables/<str:table>/consumingSegmentsInfo",
+        consuming.ConsumingSegmentsInfo.as_view(),
+        name="consuming-segments-info",
+    ),
     path("schemas/<str:name>", pinot.SchemaDetail.as_view(), name="schema"),
     path("tables", pinot.TableList.as_view(), name="tables"),
     path("tables/<str:table>", pinot.TableDetail.as_view(), name="table"),

@@ -1,0 +1,3 @@
+"""The console's own JSON API (`/api/v1/`), described by the OpenAPI schema."""
+
+urlpatterns: list = []

@@ -1,0 +1,75 @@
+"""The audit log: every state-changing action, from a page or the API, allowed or not.
+
+`record(...)` writes one `tables.models.AuditEntry`. `OperatorAction` is the DRF permission for
+operator endpoints: it refuses (403) accounts whose role may not perform the view's
+`audit_action`, and audits the refusal before DRF answers, so a denied attempt is never lost.
+Views audit their own outcome (OK / REJECTED / FAILED) with `record`, after the action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework.permissions import BasePermission
+
+from console import roles
+from tables.models import AuditEntry
+
+__all__ = ["OperatorAction", "record", "source_of"]
+
+
+def source_of(request: Any) -> str:
+    """ "page" for the console's own fetch calls (they send X-Console-Page: 1), else "api"."""
+    return "page" if request.headers.get("X-Console-Page") == "1" else "api"
+
+
+def record(
+    request: Any,
+    action: str,
+    target: str,
+    result: str,
+    *,
+    reason: str = "",
+    status_code: int | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
+    user = getattr(request, "user", None)
+    return AuditEntry.objects.create(
+        at=timezone.now(),
+        username=getattr(user, "username", "") or "anonymous",
+        role=roles.role_of(user) or "",
+        action=action,
+        target=target,
+        reason=reason,
+        result=result,
+        status_code=status_code,
+        detail=detail or {},
+        source=source_of(request),
+        remote_addr=request.META.get("REMOTE_ADDR", "")[:64],
+    )
+
+
+class OperatorAction(BasePermission):
+    """Allow the view's `audit_action` only to roles that may perform it; audit refusals.
+
+    The view sets `audit_action` (e.g. "force_commit") and may define `audit_target(request,
+    **kwargs)`; the reason is read from the `comment` or `reason` query/body parameter.
+    """
+
+    message = "your role may not perform this action"
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated):
+            return False  # 401, not an audited refusal: nobody to attribute it to
+        action = view.audit_action
+        if roles.can(user, action):
+            return True
+        kwargs = getattr(view, "kwargs", {}) or {}
+        target_of = getattr(view, "audit_target", None)
+        target = target_of(request, **kwargs) if target_of else "/".join(map(str, kwargs.values()))
+        reason = request.query_params.get("comment") or request.query_params.get("reason") or ""
+        record(request, action, target, AuditEntry.Result.DENIED, reason=reason, status_code=403)
+        self.message = f"role {roles.role_of(user)!r} may not perform {action!r}"
+        return False

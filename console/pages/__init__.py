@@ -1,0 +1,1 @@
+"""The console's server-rendered pages (read the mirror only; never ZooKeeper)."""
