@@ -105,6 +105,7 @@ CLUSTER_TOKEN = env_secret("CLUSTER_TOKEN") or ""
 # --- the ZooKeeper mirror and live consumption state --------------------------------------------
 # Beat runs `tables.sync_mirror` this often; pages show how old the mirror is.
 MIRROR_SYNC_SECONDS = env_float("MIRROR_SYNC_SECONDS", 5.0)
+MIRROR_SYNC_ON_BEAT = env_bool("MIRROR_SYNC_ON_BEAT", True)
 # One ConsumptionSample per partition at most this often, kept this long (charts: last hour).
 MIRROR_SAMPLE_SECONDS = env_float("MIRROR_SAMPLE_SECONDS", 15.0)
 MIRROR_SAMPLE_RETENTION_SECONDS = env_float("MIRROR_SAMPLE_RETENTION_SECONDS", 7200.0)
@@ -114,10 +115,12 @@ LIVE_PUBLISH_SECONDS = env_float("LIVE_PUBLISH_SECONDS", 2.0)
 LIVE_STATE_TTL_SECONDS = env_float("LIVE_STATE_TTL_SECONDS", 15.0)
 # A partition whose offsets have not moved for this long while it lags is "stalled".
 STALLED_AFTER_SECONDS = env_float("STALLED_AFTER_SECONDS", 60.0)
+# Triage: a partition LAGGING past these; NO_UPSTREAM_DATA after this long without a new row.
+TRIAGE_LAGGING_RECORDS = int(env_float("TRIAGE_LAGGING_RECORDS", 10_000))
+TRIAGE_LAGGING_TIME_MS = int(env_float("TRIAGE_LAGGING_TIME_MS", 60_000))
+TRIAGE_IDLE_AFTER_SECONDS = env_float("TRIAGE_IDLE_AFTER_SECONDS", STALLED_AFTER_SECONDS)
 # Per-server timeout of the controller's consumingSegmentsInfo fan-out.
 SERVER_ADMIN_TIMEOUT_SECONDS = env_float("SERVER_ADMIN_TIMEOUT_SECONDS", 5.0)
-# Links from the console to Grafana (empty: no links).
-GRAFANA_URL = env_str("GRAFANA_URL", "")
 
 # --- health checks -------------------------------------------------------------------------------
 HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
@@ -255,11 +258,6 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # Spark work goes to its own queue, consumed by a worker with one process (one JVM).
 CELERY_TASK_ROUTES = {"tables.spark_*": {"queue": "spark"}}
 CELERY_BEAT_SCHEDULE = {
-    "sync-mirror": {
-        "task": "tables.sync_mirror",
-        "schedule": MIRROR_SYNC_SECONDS,
-        "options": {"expires": MIRROR_SYNC_SECONDS},
-    },
     "beat-heartbeat": {
         "task": "console.beat_heartbeat",
         "schedule": BEAT_HEARTBEAT_SECONDS,
@@ -273,10 +271,20 @@ SPECTACULAR_SETTINGS = {
     "operations) and the console's own JSON under /api/v1/.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Adds the segment completion endpoints (plain Django views) to the schema.
+    "DEFAULT_GENERATOR_CLASS": "console.api.schema_generator.PinotSchemaGenerator",
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# MIRROR_SYNC_ON_BEAT=false takes the mirror off beat's schedule (run `manage.py sync_zk --every`).
+if MIRROR_SYNC_ON_BEAT:
+    CELERY_BEAT_SCHEDULE["sync-mirror"] = {
+        "task": "tables.sync_mirror",
+        "schedule": MIRROR_SYNC_SECONDS,
+        "options": {"expires": MIRROR_SYNC_SECONDS},
+    }
 
 LOGGING = {
     "version": 1,

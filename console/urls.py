@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from console import views
 from monitoring import views as monitoring_views
@@ -12,6 +13,7 @@ urlpatterns = [
     path("metrics", monitoring_views.metrics, name="metrics"),
     # The console's own JSON and its OpenAPI schema: console/api/v1_urls.py.
     path("api/v1/", include(("console.api.v1_urls", "api"))),
+    path("api/docs/", RedirectView.as_view(pattern_name="api:docs"), name="api-docs"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

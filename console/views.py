@@ -1,4 +1,7 @@
-"""Pages and health endpoints. Thin: parse, call one service, shape the output."""
+"""/healthz: a real round trip to every component; JSON for probes, a page for browsers.
+
+The console's other pages are in `console.pages` (they read the mirror only).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +13,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from monitoring import health
-
-
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/home.html", {"checks": health.CHECKS})
 
 
 def _wants_html(request: HttpRequest) -> bool:

@@ -1,7 +1,39 @@
-"""`/metrics`: the controller-side Prometheus exposition, computed from the mirror."""
+"""`/metrics`: the controller-side Prometheus exposition, computed from the mirror.
 
+Served by the controller process (port 9000) and by the web (gunicorn) alike: both read the same
+database, so either can be scraped. No login (Prometheus has no session) and no ZooKeeper access:
+`monitoring.controller_metrics` reads only the mirror, so a scrape still answers while ZooKeeper is
+down and reports how stale the mirror is.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from monitoring.controller_metrics import controller_registry
+
+log = logging.getLogger("monitoring")
 
 
+@login_not_required
+@never_cache
+@require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("", content_type="text/plain; version=0.0.4; charset=utf-8")
+    """The Prometheus text format of every controller-side family; 503 if the database fails."""
+    try:
+        body = generate_latest(controller_registry())
+    except DatabaseError as exc:
+        log.warning("/metrics: the mirror database is unavailable: %s", exc)
+        return HttpResponse(
+            f"mirror database unavailable: {exc}\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -71,5 +71,11 @@ def spark_reingest_segment(
 def sync_mirror() -> None:
     """Beat, every MIRROR_SYNC_SECONDS: bring the database mirror up to date with ZooKeeper."""
     from tables import sync
+    from tables.controller.errors import Unavailable
 
-    sync.sync_cluster(context.current())
+    try:
+        ctx = context.current()
+    except Unavailable as exc:
+        sync.record_unreachable(str(exc), int(time.time() * 1000))
+        return
+    sync.sync_cluster(ctx)

@@ -50,6 +50,9 @@ os.environ.update(
         # Playwright's sync API runs an event loop in the test thread; Django's ORM refuses that.
         "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
         "BEAT_HEARTBEAT_SECONDS": "1",
+        # The session-wide beat must not sync the mirror under tests that write mirror rows
+        # themselves; tests of the live mirror run `manage.py sync_zk --every` in their stack.
+        "MIRROR_SYNC_ON_BEAT": "false",
     }
 )
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")

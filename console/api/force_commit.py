@@ -1,14 +1,113 @@
-"""Placeholder: being written (issue 6)."""
+"""Pinot's force commit endpoints (reference §4.1, §4.5). Thin: parse, call
+`tables.controller.force_commit.ForceCommitManager`, shape, audit.
 
+- `POST /tables/{table}/forceCommit?partitions=|segments=&batchSize=&batchStatusCheckIntervalSec=
+  &batchStatusCheckTimeoutSec=&comment=`: an operator action (`console.audit.OperatorAction`,
+  `force_commit`): viewers get 403 (audited DENIED, nothing written). The outcome is audited too:
+  OK (200, detail jobId + segments), REJECTED (4xx) or FAILED (5xx), with `comment` as the reason.
+  Answers `{"forceCommitStatus", "jobMetaZKWriteStatus", "forceCommitJobId"}` as Pinot does.
+- `GET /tables/forceCommitStatus/{jobId}`: read-only, any signed-in account; the job's fields plus
+  `segmentsYetToBeCommitted` and `numberOfSegmentsYetToBeCommitted`; unknown job -> 404.
+Errors are `{"code", "error"}` (`console.api.errors`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
+
+from console.audit import OperatorAction, record
+from tables.controller import context
+from tables.controller.errors import ServiceError
+from tables.controller.force_commit import BatchConfig, ForceCommitManager
+from tables.domain.names import raw_table_name
+from tables.models import AuditEntry
+
+from .pinot import PinotView
+
+ACTION = "force_commit"
+_CSV = "comma-separated; give partitions or segments, not both"
+_QUERY = [
+    OpenApiParameter("partitions", str, description=f"partition group ids, {_CSV}"),
+    OpenApiParameter("segments", str, description=f"CONSUMING segment names, {_CSV}"),
+    OpenApiParameter("batchSize", int, description="segments per batch (> 0; default all)"),
+    OpenApiParameter(
+        "batchStatusCheckIntervalSec", int, description="seconds between batch checks (> 0; 5)"
+    ),
+    OpenApiParameter(
+        "batchStatusCheckTimeoutSec", int, description="seconds to wait for a batch (> 0; 180)"
+    ),
+    OpenApiParameter("comment", str, description="the reason, kept in the audit log"),
+]
 
 
-class ForceCommit(APIView):
-    def post(self, request, table: str) -> Response:
-        return Response({"error": "not yet"}, status=501)
+def _manager() -> ForceCommitManager:
+    return ForceCommitManager(context.current(), source=settings.CONTROLLER_INSTANCE_ID)
 
 
-class ForceCommitStatus(APIView):
-    def get(self, request, job_id: str) -> Response:
-        return Response({"error": "not yet"}, status=501)
+class ForceCommit(PinotView):
+    permission_classes = [OperatorAction]
+    audit_action = ACTION
+
+    def audit_target(self, request: Request, table: str = "", **_: Any) -> str:
+        return raw_table_name(table)
+
+    @extend_schema(parameters=_QUERY, request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, table: str) -> Response:
+        params = request.query_params
+        comment = params.get("comment") or params.get("reason") or ""
+        target = self.audit_target(request, table)
+        try:
+            batch = BatchConfig.parse(
+                params.get("batchSize"),
+                params.get("batchStatusCheckIntervalSec"),
+                params.get("batchStatusCheckTimeoutSec"),
+            )
+            result = _manager().force_commit(
+                table, params.get("partitions"), params.get("segments"), batch
+            )
+        except ServiceError as exc:
+            outcome = AuditEntry.Result.REJECTED if exc.status < 500 else AuditEntry.Result.FAILED
+            record(
+                request,
+                ACTION,
+                target,
+                outcome,
+                reason=comment,
+                status_code=exc.status,
+                detail={"error": exc.message},
+            )
+            raise
+        except Exception as exc:  # ZooKeeper trouble and the like: Pinot's 500 with the message
+            message = f"force commit of {table} failed: {type(exc).__name__}: {exc}"
+            record(
+                request,
+                ACTION,
+                target,
+                AuditEntry.Result.FAILED,
+                reason=comment,
+                status_code=500,
+                detail={"error": message},
+            )
+            raise ServiceError(message) from exc
+        record(
+            request,
+            ACTION,
+            target,
+            AuditEntry.Result.OK,
+            reason=comment,
+            status_code=200,
+            detail={"jobId": result.job_id, "segments": list(result.segments)},
+        )
+        return Response(result.response())
+
+
+class ForceCommitStatus(PinotView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)  # the job map (reference §4.5)
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(_manager().status(job_id))

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,6 +18,15 @@ from tables.controller.resources import ResourceManager, metadata_as_map
 from tables.domain.names import raw_table_name
 
 from .permissions import ReadAuthenticatedWriteAdmin
+
+# OpenAPI: Pinot's bodies are free-form JSON (schemas, table configs, ZNRecord maps).
+JSON = extend_schema(responses=OpenApiTypes.OBJECT)
+JSON_BODY = extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+NAMES = {"type": "array", "items": {"type": "string"}}
+TYPED_NAMES = {"type": "array", "items": {"type": "object", "additionalProperties": NAMES}}
+TAR = extend_schema(
+    responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY)}
+)
 
 
 def _manager() -> ResourceManager:
@@ -34,9 +45,11 @@ class PinotView(APIView):
 
 
 class SchemaList(PinotView):
+    @extend_schema(operation_id="schemas_list", responses={200: NAMES})
     def get(self, request: Request) -> Response:
         return Response(_manager().list_schemas())
 
+    @JSON_BODY
     def post(self, request: Request) -> Response:
         override = request.query_params.get("override", "true").lower() != "false"
         schema = _manager().add_schema(request.data, override=override)
@@ -46,18 +59,22 @@ class SchemaList(PinotView):
 
 
 class SchemaDetail(PinotView):
+    @JSON
     def get(self, request: Request, name: str) -> Response:
         return Response(_manager().get_schema(name).raw)
 
+    @JSON
     def delete(self, request: Request, name: str) -> Response:
         _manager().delete_schema(name)
         return Response({"status": f"Schema {name} deleted"})
 
 
 class TableList(PinotView):
+    @extend_schema(operation_id="tables_list", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         return Response({"tables": sorted({raw_table_name(t) for t in _manager().list_tables()})})
 
+    @JSON_BODY
     def post(self, request: Request) -> Response:
         config = _manager().add_table(request.data)
         return Response(
@@ -69,25 +86,30 @@ class TableList(PinotView):
 
 
 class TableDetail(PinotView):
+    @JSON
     def get(self, request: Request, table: str) -> Response:
         return Response({"REALTIME": _manager().get_table_config(table).rest})
 
+    @JSON
     def delete(self, request: Request, table: str) -> Response:
         deleted = _manager().delete_table(table)
         return Response({"status": f"Tables: [{deleted}] deleted"})
 
 
 class TableIdealState(PinotView):
+    @JSON
     def get(self, request: Request, table: str) -> Response:
         return Response({"OFFLINE": None, "REALTIME": _manager().idealstate(table)})
 
 
 class TableExternalView(PinotView):
+    @JSON
     def get(self, request: Request, table: str) -> Response:
         return Response({"OFFLINE": None, "REALTIME": _manager().externalview(table)})
 
 
 class SegmentList(PinotView):
+    @extend_schema(operation_id="segments_list", responses={200: TYPED_NAMES})
     def get(self, request: Request, table: str) -> Response:
         return Response([{"REALTIME": _manager().segment_names(table)}])
 
@@ -96,6 +118,7 @@ class SegmentDownload(PinotView):
     """The segment's tar from the deep store: the download URL servers fetch committed segments
     from. Streamed, never read whole into memory."""
 
+    @TAR
     def get(self, request: Request, table: str, segment: str) -> FileResponse:
         config = _manager().get_table_config(table)
         store = builds.deep_store()
@@ -112,5 +135,6 @@ class SegmentDownload(PinotView):
 
 
 class SegmentMetadata(PinotView):
+    @JSON
     def get(self, request: Request, table: str, segment: str) -> Response:
         return Response(metadata_as_map(_manager().segment_metadata(table, segment)))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import completion, consuming, force_commit, pinot
+from . import completion, consuming, force_commit, leader, pinot
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
@@ -19,6 +19,8 @@ urlpatterns = [
     ),
     path("extendBuildTime", completion.extend_build_time, name="extend-build-time"),
     path("schemas", pinot.SchemaList.as_view(), name="schemas"),
+    path("leader/tables", leader.LeaderTables.as_view(), name="leader-tables"),
+    path("leader/tables/<str:table>", leader.LeaderForTable.as_view(), name="leader-table"),
     # Realtime operations (reference §4).
     path(
         "tables/forceCommitStatus/<str:job_id>",

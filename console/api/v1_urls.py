@@ -1,3 +1,28 @@
-"""The console's own JSON API (`/api/v1/`), described by the OpenAPI schema."""
+"""The console's own JSON API (`/api/v1/`, namespace "api"), its OpenAPI schema and Swagger UI."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from django.urls import path
+
+from . import schema, v1
+
+urlpatterns = [
+    path("whoami", v1.WhoAmI.as_view(), name="whoami"),
+    path("mirror", v1.Mirror.as_view(), name="mirror"),
+    path("tables", v1.Tables.as_view(), name="tables"),
+    path("tables/<str:table>", v1.TableDetail.as_view(), name="table"),
+    path("tables/<str:table>/partitions", v1.Partitions.as_view(), name="partitions"),
+    path(
+        "tables/<str:table>/partitions/<int:partition>",
+        v1.PartitionDetail.as_view(),
+        name="partition",
+    ),
+    path("tables/<str:table>/segments", v1.Segments.as_view(), name="segments"),
+    path("tables/<str:table>/segments/<str:segment>", v1.SegmentDetail.as_view(), name="segment"),
+    path("errors", v1.Errors.as_view(), name="errors"),
+    path("leaders", v1.Leaders.as_view(), name="leaders"),
+    path("instances", v1.Instances.as_view(), name="instances"),
+    path("audit", v1.Audit.as_view(), name="audit"),
+    path("schema/", schema.SchemaView.as_view(), name="schema"),
+    path("docs/", schema.DocsView.as_view(url_name="api:schema"), name="docs"),
+]

@@ -17,6 +17,9 @@ Contract:
   also deletes the local copy. A transition that fails leaves the replica in ERROR, as does a
   consumer that fails. CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is
   rewritten, compare-and-set, after every transition.
+- Messages: once registered, `messages` (`tables.server.messages.MessageHandler`) watches
+  INSTANCES/<id>/MESSAGES and handles FORCE_COMMIT; a consumer started by a transition is
+  reported to it (`consumer_started`), so a force commit that came meanwhile is not lost.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tables.zk.records import create_record, update_record
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from .local_segments import LocalSegments
+from .messages import MessageHandler
 from .protocol import CompletionClient, LeaderLocator
 
 __all__ = ["Replica", "ServerInstance"]
@@ -112,6 +116,7 @@ class ServerInstance:
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="transition")
         self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
+        self.messages = MessageHandler(self, tick_s=tick_s)
 
     # --- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -121,6 +126,7 @@ class ServerInstance:
         """Stop consuming and reconciling; the caller closes the ZooKeeper session."""
         self._stop.set()
         self._wake.set()
+        self.messages.stop()
         self._thread.join(timeout)
         # Running transitions finish first, so none starts a consumer after the sweep below.
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -209,6 +215,7 @@ class ServerInstance:
                 ctx.client.delete(f"{folder}/{old}", recursive=True)
         self.session = session
         log.info("%s registered on session %s", self.instance_id, session)
+        self.messages.watch(ctx)  # FORCE_COMMIT and other Helix messages
         for table in list(self.replicas):
             self._publish(table)
         return True
@@ -268,6 +275,7 @@ class ServerInstance:
                 self._stop_consumer(replica, finish=target is SegmentState.ONLINE)
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
+                self.messages.consumer_started(table, segment, replica.consumer)
             elif target is SegmentState.ONLINE:
                 self._fetch(table, segment)
             elif target is SegmentState.DROPPED:
@@ -361,6 +369,12 @@ class ServerInstance:
             if self._ideal.get(table) is None or not self._serves.get(table):
                 return None
             return dict(self.replicas.get(table, {}))
+
+    def hosted_tables(self) -> list[str]:
+        """The tables (with type) this server holds replicas of, sorted; `replicas_of` tells
+        which of them it still serves."""
+        with self._lock:
+            return sorted(self.replicas)
 
     # --- CURRENTSTATES ------------------------------------------------------------------------
     def current_states(self, table: str) -> dict[str, dict[str, str]]:

@@ -27,26 +27,73 @@ def _login(page, base_url: str, username: str, password: str) -> None:
     page.click("button[type=submit]")
 
 
-def test_home_and_healthz_are_all_green(page, live_server, zk, celery_workers, django_user_model):
+def test_overview_and_healthz_are_all_green(
+    page, live_server, zk, celery_workers, django_user_model
+):
     django_user_model.objects.create_user("oncall", password="a-long-test-password")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     _login(page, live_server.url, "oncall", "a-long-test-password")
-    expect(page.locator("h1")).to_contain_text("Cluster PinotCluster")
+    expect(page.locator("h1")).to_contain_text("Overview")
     expect(page.locator(".topbar .user")).to_contain_text("oncall")
+    expect(page.locator("#current-role")).to_have_text("viewer")
+    expect(page.locator("#mirror-status")).to_be_visible()
+    expect(page.locator("#counters [data-counter]")).to_have_count(7)
+    page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
+
+    page.click("#nav a[data-nav=health]")
+    expect(page.locator("h1")).to_have_text("Health")
     rows = page.locator("#health tr[data-check]")
     expect(rows).to_have_count(6)
     # Spark's first job in the worker starts a JVM: allow for it.
     for index in range(6):
         expect(rows.nth(index)).to_have_attribute("data-state", "up", timeout=90_000)
-    page.screenshot(path=str(ARTIFACTS / "home.png"), full_page=True)
-
-    page.goto(live_server.url + "/healthz")
-    expect(page.locator("h1")).to_have_text("Health")
-    for index in range(6):
-        expect(rows.nth(index)).to_have_attribute("data-state", "up", timeout=90_000)
     expect(page.locator("#health-updated")).to_contain_text("updated")
     page.screenshot(path=str(ARTIFACTS / "healthz.png"), full_page=True)
+
+
+def test_the_table_page_draws_charts_refreshes_and_gates_force_commit(
+    page, live_server, django_user_model
+):
+    """Mirror rows only (no cluster): Plotly from the package, auto-refresh, the dialog."""
+    from django.contrib.auth.models import Group
+
+    from tables.models import PartitionStatus
+    from tests.console import mirror_factory as mf
+
+    operator = django_user_model.objects.create_user("otto", password="a-long-test-password")
+    operator.groups.add(Group.objects.get_or_create(name="operator")[0])
+    django_user_model.objects.create_user("vera", password="a-long-test-password")
+    mf.mirror_state()
+    events = mf.table("events")
+    mf.partition(events, 0, replicas={"Server_a_8001": mf.replica(offset=1200, upstream=1500)})
+    for ago in (900, 600, 300, 60):
+        mf.sample(events, 0, ago, rows_per_s=ago / 10)
+    url = live_server.url + "/ui/tables/events_REALTIME/"
+
+    _login(page, live_server.url, "otto", "a-long-test-password")
+    page.goto(url)
+    cell = page.locator('tr[data-partition="0"][data-server="Server_a_8001"] [data-current-offset]')
+    expect(cell).to_have_attribute("data-current-offset", "1200")
+    expect(page.locator("#chart-rate .main-svg").first).to_be_visible(timeout=20_000)
+    # The next sync moves the offset: the page shows it without a reload.
+    PartitionStatus.objects.filter(table=events, partition=0).update(
+        replicas={"Server_a_8001": mf.replica(offset=1400, upstream=1500)}
+    )
+    expect(cell).to_have_attribute("data-current-offset", "1400", timeout=20_000)
+    expect(page.locator("#refresh-status")).to_contain_text("updated")
+
+    page.click("#force-commit-button")
+    expect(page.locator("#force-commit-dialog")).to_be_visible()
+    expect(page.locator("#refresh-status")).to_contain_text("waits for the dialog", timeout=5_000)
+    page.click("#force-commit-cancel")
+    page.screenshot(path=str(ARTIFACTS / "table.png"), full_page=True)
+
+    page.context.clear_cookies()
+    _login(page, live_server.url, "vera", "a-long-test-password")
+    page.goto(url)
+    expect(page.locator("#partitions")).to_be_visible()
+    expect(page.locator("#force-commit-button")).to_have_count(0)
 
 
 def test_a_wrong_password_is_refused(page, live_server, django_user_model):

@@ -4,8 +4,10 @@ It registers the participant (tag `DefaultTenant_REALTIME` unless `--tag` is giv
 hosts the segments the IdealStates assign to it (consuming, completing, fetching committed
 copies), and serves its admin HTTP (`/tables/<t>/consumingSegmentsInfo`, `/metrics`, `/health`)
 on `--admin-port` (default: the instance's port). Committed segments are built by the Spark
-worker (`tables.spark_build_segment` on the `spark` queue). SIGTERM or SIGINT stops consuming,
-closes the admin server and the ZooKeeper session, so the live instance disappears at once.
+worker (`tables.spark_build_segment` on the `spark` queue). Every LIVE_PUBLISH_SECONDS it publishes
+its consuming segments' live state to Redis (`tables.server.live`, TTL LIVE_STATE_TTL_SECONDS).
+SIGTERM or SIGINT stops publishing (deleting the live-state key), stops consuming, closes the admin
+server and the ZooKeeper session, so the live instance disappears at once.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from monitoring.server_metrics import server_registry
 from tables.controller import builds, context
+from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.server.admin import AdminServer
 from tables.server.instance import DEFAULT_TAG, ServerInstance
+from tables.server.live import LivePublisher
 
 _INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
 
@@ -82,13 +86,22 @@ class Command(BaseCommand):
             admin = AdminServer(server, host, int(admin_port), lambda: _scrape(registry))
         except OSError as exc:
             raise CommandError(f"admin port {admin_port}: {exc}") from exc
+        publisher = LivePublisher(
+            server,
+            get_redis(settings.REDIS_URL),
+            settings.CLUSTER_NAME,
+            interval_s=settings.LIVE_PUBLISH_SECONDS,
+            ttl_s=settings.LIVE_STATE_TTL_SECONDS,
+        )
         admin.start()
         server.start()
+        publisher.start()
         self.stdout.write(f"server {instance_id} admin http://{host}:{admin.port}/")
         self.stdout.flush()
         try:
             stop.wait()
         finally:
+            publisher.stop()
             server.stop()
             admin.stop()
             ctx.client.stop()

@@ -1,0 +1,141 @@
+"""The OpenAPI generator: drf-spectacular's, plus the segment completion endpoints.
+
+The completion endpoints (`console.api.completion`) are plain Django views that servers call with
+query parameters, which drf-spectacular cannot see; `PinotSchemaGenerator` adds them from the
+table below (parameter names and statuses are Pinot's, reference §5.1-§5.3). It is the
+`DEFAULT_GENERATOR_CLASS` in settings, so this module must not import drf_spectacular.views (which
+reads that setting at import time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.generators import SchemaGenerator
+
+from tables.domain.completion import Status
+
+__all__ = ["PinotSchemaGenerator"]
+
+COMPLETION_TAG = "Segment completion protocol"
+RESPONSE_REF = {"$ref": "#/components/schemas/SegmentCompletionResponse"}
+REQUIRED_PARAMS = [
+    ("instance", "string", "the server's instance id (Server_<host>_<port>)"),
+    ("name", "string", "the LLC segment name"),
+    ("streamPartitionMsgOffset", "string", "the server's current offset"),
+]
+# path -> (method, summary, optional query parameters)
+COMPLETION_ENDPOINTS: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {
+    "/segmentConsumed": (
+        "get",
+        "A replica reached its end criteria; the lead controller answers HOLD, CATCH_UP, "
+        "COMMIT, DISCARD, KEEP, NOT_LEADER or FAILED.",
+        [
+            ("reason", "string", "rowLimit, timeLimit, endOfPartitionGroup, ..."),
+            ("rowCount", "integer", "rows consumed"),
+            ("memoryUsedBytes", "integer", "memory used by the consuming segment"),
+        ],
+    ),
+    "/segmentStoppedConsuming": (
+        "get",
+        "A replica gave up consuming this segment; answers PROCESSED.",
+        [("reason", "string", "why it stopped")],
+    ),
+    "/segmentCommitStart": (
+        "get",
+        "The committer starts its commit; answers COMMIT_CONTINUE or FAILED.",
+        [
+            ("rowCount", "integer", "rows in the built segment"),
+            ("buildTimeMillis", "integer", "build time"),
+            ("segmentSizeBytes", "integer", "size of the built segment"),
+        ],
+    ),
+    "/extendBuildTime": (
+        "get",
+        "The committer asks for more build time; answers PROCESSED.",
+        [("extraTimeSec", "integer", "seconds to add (<= 0 means 120)")],
+    ),
+    "/segmentCommitEndWithMetadata": (
+        "post",
+        "The committer ends its commit with the segment's metadata files; answers "
+        "COMMIT_SUCCESS or FAILED.",
+        [
+            ("location", "string", "where the segment was uploaded (required)"),
+            ("rowCount", "integer", "rows in the segment"),
+            ("buildTimeMillis", "integer", "build time"),
+            ("segmentSizeBytes", "integer", "size of the segment"),
+        ],
+    ),
+}
+
+
+def _parameter(name: str, kind: str, description: str, required: bool) -> dict[str, Any]:
+    return {
+        "in": "query",
+        "name": name,
+        "required": required,
+        "schema": {"type": kind},
+        "description": description,
+    }
+
+
+def _completion_operation(path: str, method: str, summary: str, optional: list) -> dict:
+    parameters = [_parameter(*p, required=True) for p in REQUIRED_PARAMS]
+    parameters += [_parameter(*p, required=p[0] == "location") for p in optional]
+    operation: dict[str, Any] = {
+        "operationId": path.strip("/"),
+        "summary": summary,
+        "tags": [COMPLETION_TAG],
+        "parameters": parameters,
+        "security": [],
+        "responses": {
+            "200": {
+                "description": "the controller's answer (also FAILED for a missing parameter)",
+                "content": {"application/json": {"schema": RESPONSE_REF}},
+            }
+        },
+    }
+    if method == "post":
+        binary = {"type": "string", "format": "binary"}
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["metadata.properties", "creation.meta"],
+                        "properties": {"metadata.properties": binary, "creation.meta": binary},
+                    }
+                }
+            },
+        }
+    return operation
+
+
+COMPLETION_RESPONSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "streamPartitionMsgOffset", "buildTimeSec", "isSplitCommitType"],
+    "properties": {
+        "status": {"type": "string", "enum": [s.value for s in Status]},
+        "streamPartitionMsgOffset": {"type": "string", "nullable": True},
+        "buildTimeSec": {"type": "integer", "format": "int64", "description": "-1 if none"},
+        "isSplitCommitType": {"type": "boolean", "description": "always true (deprecated)"},
+        "controllerVipUrl": {"type": "string"},
+        "segmentLocation": {"type": "string"},
+    },
+}
+
+
+class PinotSchemaGenerator(SchemaGenerator):
+    """drf-spectacular's generator plus the segment completion protocol's endpoints."""
+
+    def get_schema(self, request: Any = None, public: bool = False) -> dict[str, Any]:
+        schema = super().get_schema(request=request, public=public)
+        paths = dict(schema.get("paths", {}))
+        for path, (method, summary, optional) in COMPLETION_ENDPOINTS.items():
+            paths[path] = {method: _completion_operation(path, method, summary, optional)}
+        schema["paths"] = dict(sorted(paths.items()))
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components["SegmentCompletionResponse"] = COMPLETION_RESPONSE_SCHEMA
+        schema["components"]["schemas"] = dict(sorted(components.items()))
+        return schema

@@ -1,0 +1,407 @@
+"""Serializers of the console's JSON API (`/api/v1/`): read-only views of the mirror, with
+camelCase keys as Pinot's own JSON has them, and the query parameters each list accepts
+(validated here, so a bad parameter is a 400 and the OpenAPI schema lists them).
+
+Every response carries `lastSynced`, the mirror's last successful sync: a list is
+`{lastSynced, count, page, pageSize, numPages, next, previous, results}` and a single object is
+`{lastSynced, result}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from tables.models import (
+    AuditEntry,
+    Health,
+    LeadControllerPartition,
+    MirroredInstance,
+    MirroredSegment,
+    MirroredTable,
+    MirrorState,
+    PartitionStatus,
+)
+
+__all__ = [
+    "AuditQuerySerializer",
+    "AuditSerializer",
+    "ErrorQuerySerializer",
+    "InstanceQuerySerializer",
+    "InstanceSerializer",
+    "LeaderPartitionSerializer",
+    "MirrorStateSerializer",
+    "PartitionSerializer",
+    "SegmentDetailSerializer",
+    "SegmentQuerySerializer",
+    "SegmentSerializer",
+    "TableDetailSerializer",
+    "TableQuerySerializer",
+    "TableSerializer",
+    "WhoAmISerializer",
+    "envelope",
+]
+
+
+def camel(name: str) -> str:
+    """`max_time_lag_ms` -> `maxTimeLagMs`."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+class CamelModelSerializer(serializers.ModelSerializer):
+    """A read-only ModelSerializer whose keys are the camelCase of the model's field names."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        out: dict[str, serializers.Field] = {}
+        for name, field in super().get_fields().items():
+            key = camel(name)
+            if key != name and field.source is None:
+                field.source = name
+            field.read_only = True
+            out[key] = field
+        return out
+
+
+# --- objects --------------------------------------------------------------------------------------
+
+_TABLE_SUMMARY = [
+    "name",
+    "raw_name",
+    "table_type",
+    "tenant",
+    "replication",
+    "stream_type",
+    "topic",
+    "pauseless",
+    "paused",
+    "pause_reason",
+    "pause_comment",
+    "pause_time",
+    "paused_partitions",
+    "num_partitions",
+    "segment_count",
+    "consuming_count",
+    "error_replicas",
+    "error_segments",
+    "missing_download_url",
+    "missing_consuming",
+    "percent_available",
+    "max_records_lag",
+    "max_time_lag_ms",
+    "rows_per_s",
+    "health",
+    "health_reason",
+    "lead_partition",
+]
+
+
+class TableSerializer(CamelModelSerializer):
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta:
+        model = MirroredTable
+        fields = [*_TABLE_SUMMARY, "synced"]
+
+
+class TableDetailSerializer(CamelModelSerializer):
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+    config = serializers.DictField(read_only=True, help_text="the table config, REST form")
+
+    class Meta:
+        model = MirroredTable
+        fields = [
+            *_TABLE_SUMMARY,
+            "flush_rows",
+            "flush_time",
+            "config",
+            "config_version",
+            "idealstate_version",
+            "externalview_version",
+            "synced",
+        ]
+
+
+class PartitionSerializer(CamelModelSerializer):
+    table = serializers.CharField(source="table.name", read_only=True)
+    replicas = serializers.DictField(
+        read_only=True,
+        child=serializers.DictField(),
+        help_text="server -> {state, currentOffset, upstreamOffset, recordsLag, ...}",
+    )
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta:
+        model = PartitionStatus
+        fields = [
+            "table",
+            "partition",
+            "consuming_segment",
+            "latest_segment",
+            "replicas",
+            "current_offset",
+            "upstream_offset",
+            "records_lag",
+            "time_lag_ms",
+            "rows_per_s",
+            "progressed_at",
+            "stalled_s",
+            "lost_offsets",
+            "verdict",
+            "verdict_detail",
+            "health",
+            "synced",
+        ]
+
+
+_SEGMENT_FIELDS = [
+    "table",
+    "name",
+    "partition",
+    "sequence",
+    "created_ms",
+    "ideal_states",
+    "external_states",
+    "display_state",
+    "has_error",
+    "all_offline",
+    "status",
+    "start_offset",
+    "end_offset",
+    "total_docs",
+    "size_bytes",
+    "download_url",
+    "synced",
+]
+
+
+class SegmentSerializer(CamelModelSerializer):
+    table = serializers.CharField(source="table.name", read_only=True)
+    ideal_states = serializers.DictField(
+        child=serializers.CharField(), read_only=True, help_text="instance -> IdealState state"
+    )
+    external_states = serializers.DictField(
+        child=serializers.CharField(), read_only=True, help_text="instance -> ExternalView state"
+    )
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta:
+        model = MirroredSegment
+        fields = _SEGMENT_FIELDS
+
+
+class SegmentDetailSerializer(SegmentSerializer):
+    metadata = serializers.DictField(
+        child=serializers.CharField(), read_only=True, help_text="the ZK metadata's simpleFields"
+    )
+
+    class Meta:
+        model = MirroredSegment
+        fields = [
+            *_SEGMENT_FIELDS[:-1],
+            "crc",
+            "start_time_ms",
+            "end_time_ms",
+            "creation_time_ms",
+            "metadata",
+            "metadata_version",
+            "metadata_mtime_ms",
+            "synced",
+        ]
+
+
+class LeaderPartitionSerializer(CamelModelSerializer):
+    tables = serializers.ListField(child=serializers.CharField(), read_only=True)
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta:
+        model = LeadControllerPartition
+        fields = ["partition_id", "name", "controller", "tables", "synced"]
+
+
+class InstanceSerializer(CamelModelSerializer):
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta:
+        model = MirroredInstance
+        fields = [
+            "name",
+            "kind",
+            "host",
+            "port",
+            "admin_port",
+            "tags",
+            "enabled",
+            "live",
+            "session_id",
+            "synced",
+        ]
+
+
+class AuditSerializer(CamelModelSerializer):
+    detail = serializers.DictField(read_only=True)
+
+    class Meta:
+        model = AuditEntry
+        fields = [
+            "id",
+            "at",
+            "username",
+            "role",
+            "action",
+            "target",
+            "reason",
+            "result",
+            "status_code",
+            "detail",
+            "source",
+            "remote_addr",
+        ]
+
+
+class MirrorStateSerializer(CamelModelSerializer):
+    age_seconds = serializers.SerializerMethodField(
+        method_name="get_age_seconds",
+        help_text="seconds since the last successful sync; null if it never synced",
+    )
+    stale = serializers.SerializerMethodField(
+        help_text="true when the mirror never synced or is older than three sync intervals",
+    )
+    sync_interval_seconds = serializers.SerializerMethodField(
+        method_name="get_sync_interval_seconds"
+    )
+
+    class Meta:
+        model = MirrorState
+        fields = [
+            "name",
+            "last_synced",
+            "last_attempt",
+            "duration_ms",
+            "tables_read",
+            "segments_read",
+            "error",
+            "age_seconds",
+            "stale",
+            "sync_interval_seconds",
+        ]
+
+    def get_age_seconds(self, state: MirrorState) -> float | None:
+        return self.context["age_seconds"]
+
+    def get_stale(self, state: MirrorState) -> bool:
+        return self.context["stale"]
+
+    def get_sync_interval_seconds(self, state: MirrorState) -> float:
+        return self.context["sync_interval_seconds"]
+
+
+class WhoAmISerializer(serializers.Serializer):
+    username = serializers.CharField()
+    role = serializers.ChoiceField(choices=["viewer", "operator", "admin", "cluster"])
+    actions = serializers.ListField(
+        child=serializers.CharField(), help_text="the actions this account may perform"
+    )
+
+
+# --- envelopes ----------------------------------------------------------------------------------
+
+
+def envelope(name: str, inner: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The `{lastSynced, result}` wrapper of a single object, as a named serializer (for the
+    OpenAPI schema)."""
+    fields: dict[str, Any] = {
+        "lastSynced": serializers.DateTimeField(
+            allow_null=True, help_text="the mirror's last successful sync (null: never)"
+        ),
+        "result": inner(),
+    }
+    return type(name, (serializers.Serializer,), fields)
+
+
+# --- query parameters ---------------------------------------------------------------------------
+
+
+class CsvMultipleChoiceField(serializers.MultipleChoiceField):
+    """Several choices, given as `?k=a,b` or `?k=a&k=b`."""
+
+    def get_value(self, dictionary: Any) -> Any:
+        if self.field_name not in dictionary:
+            return serializers.empty
+        values = (
+            dictionary.getlist(self.field_name)
+            if hasattr(dictionary, "getlist")
+            else [dictionary[self.field_name]]
+        )
+        return [v.strip() for item in values for v in str(item).split(",") if v.strip()]
+
+
+# The console pages' keys (console.pages.queries.TABLE_SORTS).
+_TABLE_SORTS = ["name", "health", "lag", "time_lag", "rate", "partitions", "segments", "errors"]
+_SEGMENT_SORTS = ["name", "partition", "created", "docs", "size"]
+
+
+def _sorts(keys: list[str]) -> list[str]:
+    return [k for key in keys for k in (key, f"-{key}")]
+
+
+class PagedQuerySerializer(serializers.Serializer):
+    page = serializers.IntegerField(required=False, min_value=1, help_text="from 1")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=1000, help_text="rows per page (default 50)"
+    )
+
+
+class TableQuerySerializer(PagedQuerySerializer):
+    q = serializers.CharField(required=False, help_text="part of the table name")
+    health = CsvMultipleChoiceField(
+        choices=Health.values, required=False, help_text="one or more (comma-separated)"
+    )
+    paused = serializers.BooleanField(required=False, allow_null=True, default=None)
+    pauseless = serializers.BooleanField(required=False, allow_null=True, default=None)
+    tenant = serializers.CharField(required=False)
+    type = serializers.ChoiceField(choices=["REALTIME", "OFFLINE"], required=False)
+    sort = serializers.ChoiceField(
+        choices=_sorts(_TABLE_SORTS),
+        required=False,
+        default="-health",
+        help_text="a key, `-` first for descending: -health is worst first, -lag most behind",
+    )
+
+
+class SegmentQuerySerializer(PagedQuerySerializer):
+    state = CsvMultipleChoiceField(
+        choices=["CONSUMING", "ONLINE", "ERROR", "OFFLINE", "UPDATING"],
+        required=False,
+        help_text="display state(s), comma-separated",
+    )
+    partition = serializers.IntegerField(required=False, min_value=0)
+    status = serializers.CharField(required=False, help_text="ZK metadata status, e.g. DONE")
+    q = serializers.CharField(required=False, help_text="part of the segment name")
+    sort = serializers.ChoiceField(
+        choices=_sorts(_SEGMENT_SORTS), required=False, default="partition"
+    )
+
+
+class ErrorQuerySerializer(PagedQuerySerializer):
+    table = serializers.CharField(required=False, help_text="raw or with type")
+
+
+class InstanceQuerySerializer(PagedQuerySerializer):
+    kind = serializers.ChoiceField(
+        choices=["SERVER", "CONTROLLER", "BROKER", "MINION", "OTHER"], required=False
+    )
+    live = serializers.BooleanField(required=False, allow_null=True, default=None)
+    tag = serializers.CharField(required=False)
+
+
+class AuditQuerySerializer(PagedQuerySerializer):
+    user = serializers.CharField(required=False, help_text="part of the username")
+    action = serializers.CharField(required=False)
+    result = serializers.ChoiceField(choices=AuditEntry.Result.values, required=False)
+    source = serializers.CharField(required=False, help_text="page, api or cli")
+    target = serializers.CharField(required=False, help_text="part of the target")
+    since = serializers.DateTimeField(required=False, help_text="ISO 8601, inclusive")
+    until = serializers.DateTimeField(required=False, help_text="ISO 8601, exclusive")

@@ -1,0 +1,487 @@
+"""What the console's pages show, read from the database mirror only (never ZooKeeper).
+
+Every list is filtered, sorted and paged in SQL, and every page costs a fixed number of queries
+whatever the cluster's size: related rows come with `select_related` or one extra bulk query,
+never one query per row. Rows are shaped into small view models (`rows.py`) with numbers already
+formatted, so templates stay logic-free.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from console.pages import display
+from console.pages.paging import Page, paginate
+from console.pages.rows import (
+    PartitionRow,
+    PauseInfo,
+    SegmentRow,
+    TableRow,
+    pause_info,
+    replica_comparison,
+)
+from monitoring import charts
+from tables.models import (
+    AuditEntry,
+    ConsumptionSample,
+    Health,
+    LeadControllerPartition,
+    MirroredInstance,
+    MirroredSegment,
+    MirroredTable,
+    MirrorState,
+    PartitionStatus,
+)
+
+__all__ = [
+    "MirrorStatus",
+    "audit_log",
+    "error_segments",
+    "find_table",
+    "instances",
+    "leaders",
+    "mirror_status",
+    "overview",
+    "partition_detail",
+    "segment_detail",
+    "table_detail",
+    "table_list",
+    "typed_name_for",
+]
+
+MIRROR_NAME = "zk"
+STALE_AFTER_INTERVALS = 3
+CHART_WINDOW = dt.timedelta(hours=1)
+TABLE_SORTS: dict[str, str] = {
+    "name": "name",
+    "health": "health_rank",
+    "lag": "max_records_lag",
+    "time_lag": "max_time_lag_ms",
+    "rate": "rows_per_s",
+    "partitions": "num_partitions",
+    "segments": "segment_count",
+    "errors": "error_segments",
+}
+DEFAULT_TABLE_SORT = "-health"
+WORST_FIRST = ("-health_rank", "-records_lag", "-time_lag_ms", "-stalled_s")
+SEGMENT_STATES = ("CONSUMING", "ONLINE", "ERROR", "OFFLINE", "UPDATING")
+INSTANCE_KINDS = ("SERVER", "CONTROLLER", "BROKER", "MINION", "OTHER")
+
+
+# --- the mirror's own freshness -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MirrorStatus:
+    """How old the mirror is; `stale` past STALE_AFTER_INTERVALS sync intervals."""
+
+    last_synced: dt.datetime | None
+    age_s: float | None
+    threshold_s: float
+    duration_ms: int = 0
+    error: str = ""
+
+    @property
+    def stale(self) -> bool:
+        return self.age_s is None or self.age_s > self.threshold_s
+
+    @property
+    def age_text(self) -> str:
+        return display.duration(self.age_s)
+
+
+def mirror_status(now: dt.datetime | None = None) -> MirrorStatus:
+    now = now or timezone.now()
+    threshold = STALE_AFTER_INTERVALS * float(settings.MIRROR_SYNC_SECONDS)
+    state = MirrorState.objects.filter(name=MIRROR_NAME).first()
+    if state is None or state.last_synced is None:
+        return MirrorStatus(None, None, threshold, error=state.error if state else "")
+    age = max(0.0, (now - state.last_synced).total_seconds())
+    return MirrorStatus(state.last_synced, age, threshold, state.duration_ms, state.error)
+
+
+# --- overview and triage ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overview:
+    counters: dict[str, int]
+    verdict_counts: list[tuple[str, str, int]]
+    page: Page[PartitionRow]
+
+
+def _pausers(tables: list[MirroredTable]) -> dict[str, AuditEntry]:
+    """The last successful pause of each paused table in `tables` (one query)."""
+    names = [t.name for t in tables if t.paused or t.paused_partitions]
+    if not names:
+        return {}
+    found: dict[str, AuditEntry] = {}
+    entries = AuditEntry.objects.filter(action="pause", result="OK", target__in=names)
+    for entry in entries.order_by("-at", "-id").only("username", "target", "at", "reason"):
+        found.setdefault(entry.target, entry)
+    return found
+
+
+def _partition_rows(statuses: list[PartitionStatus]) -> list[PartitionRow]:
+    tables = list({s.table_id: s.table for s in statuses}.values())
+    pausers = _pausers(tables)
+    pauses = {t.pk: pause_info(t, pausers.get(t.name)) for t in tables}
+    return [PartitionRow.build(s, pauses[s.table_id]) for s in statuses]
+
+
+def _counters() -> dict[str, int]:
+    tables = MirroredTable.objects.aggregate(
+        tables=Count("id"),
+        realtime=Count("id", filter=Q(table_type="REALTIME")),
+        error_segments=Sum("error_segments", default=0),
+        missing_download_url=Sum("missing_download_url", default=0),
+        missing_consuming=Sum("missing_consuming", default=0),
+        paused_tables=Count("id", filter=Q(paused=True)),
+        bad_tables=Count("id", filter=Q(health=Health.BAD)),
+    )
+    instances = MirroredInstance.objects.aggregate(
+        servers=Count("id", filter=Q(kind="SERVER")),
+        live_servers=Count("id", filter=Q(kind="SERVER", live=True)),
+        controllers=Count("id", filter=Q(kind="CONTROLLER")),
+        live_controllers=Count("id", filter=Q(kind="CONTROLLER", live=True)),
+    )
+    return {**tables, **instances}
+
+
+def overview(
+    *, verdict: str = "", table: str = "", health: str = "", page: Any = 1, per_page: Any = None
+) -> Overview:
+    """Every partition of every realtime table, worst first, with the cluster's counters."""
+    statuses = PartitionStatus.objects.select_related("table").defer("table__config")
+    if verdict:
+        statuses = statuses.filter(verdict=verdict)
+    if health:
+        statuses = statuses.filter(health=health)
+    if table:
+        statuses = statuses.filter(table__name__icontains=table)
+    statuses = statuses.order_by(*WORST_FIRST, "table__name", "partition")
+    counted = PartitionStatus.objects.values("verdict").annotate(n=Count("id")).order_by("verdict")
+    verdicts = [
+        (row["verdict"], display.verdict_label(row["verdict"]), row["n"]) for row in counted
+    ]
+    result = paginate(statuses, page, per_page)
+    return Overview(_counters(), verdicts, result.map(_partition_rows))
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableList:
+    page: Page[TableRow]
+    sort: str
+    tenants: list[str]
+    health_counts: list[tuple[str, int]]
+
+
+def _table_order(sort: str) -> tuple[str, tuple[str, ...]]:
+    key = sort.lstrip("-")
+    if key not in TABLE_SORTS:
+        sort, key = DEFAULT_TABLE_SORT, DEFAULT_TABLE_SORT.lstrip("-")
+    column = TABLE_SORTS[key]
+    descending = sort.startswith("-")
+    order = (f"-{column}" if descending else column,)
+    return sort, order if column == "name" else (*order, "name")
+
+
+def table_list(
+    *,
+    q: str = "",
+    health: str = "",
+    tenant: str = "",
+    paused: str = "",
+    table_type: str = "",
+    sort: str = DEFAULT_TABLE_SORT,
+    page: Any = 1,
+    per_page: Any = None,
+) -> TableList:
+    """Tables filtered by name substring, health, tenant, pause state and type; sorted; paged."""
+    tables = MirroredTable.objects.defer("config")
+    if q:
+        tables = tables.filter(name__icontains=q)
+    if health:
+        tables = tables.filter(health=health)
+    if tenant:
+        tables = tables.filter(tenant=tenant)
+    if paused in ("yes", "no"):
+        tables = tables.filter(paused=paused == "yes")
+    if table_type:
+        tables = tables.filter(table_type=table_type)
+    sort, order = _table_order(sort)
+    tenants = MirroredTable.objects.exclude(tenant="").values_list("tenant", flat=True).distinct()
+    counted = MirroredTable.objects.values("health").annotate(n=Count("id")).order_by()
+    counts = {row["health"]: row["n"] for row in counted}
+    return TableList(
+        paginate(tables.order_by(*order), page, per_page).map(
+            lambda items: [TableRow(t) for t in items]
+        ),
+        sort,
+        sorted(set(tenants)),
+        [(h, counts[h]) for h in Health.values if counts.get(h)],
+    )
+
+
+def find_table(name: str) -> MirroredTable | None:
+    return MirroredTable.objects.filter(name=name).first()
+
+
+def typed_name_for(raw: str) -> str | None:
+    """The typed name a raw table name stands for (REALTIME first), or None if unknown."""
+    names = list(MirroredTable.objects.filter(raw_name=raw).values_list("name", "table_type"))
+    names.sort(key=lambda item: (item[1] != "REALTIME", item[0]))
+    return names[0][0] if names else None
+
+
+@dataclass(frozen=True)
+class TableDetail:
+    table: MirroredTable
+    pause: PauseInfo
+    partitions: list[PartitionRow]
+    segments: Page[SegmentRow]
+    segment_state: str
+    state_counts: list[tuple[str, int]]
+    controller: str
+    figures: dict[str, dict[str, Any]]
+    recent_actions: list[AuditEntry] = field(default_factory=list)
+
+    @property
+    def segment_total(self) -> int:
+        return sum(n for _state, n in self.state_counts)
+
+    @property
+    def config_json(self) -> str:
+        return json.dumps(self.table.config or {}, indent=2, sort_keys=True)
+
+
+def _segment_rows(segments: list[MirroredSegment], now: dt.datetime) -> list[SegmentRow]:
+    return [SegmentRow.build(s, now) for s in segments]
+
+
+def _figures(table: MirroredTable, now: dt.datetime, partition: int | None = None) -> dict:
+    samples = ConsumptionSample.objects.filter(table=table, sampled_at__gte=now - CHART_WINDOW)
+    if partition is not None:
+        samples = samples.filter(partition=partition)
+    points = samples.order_by("partition", "sampled_at").values_list(
+        "partition", "sampled_at", "rows_per_s", "records_lag", "time_lag_ms"
+    )
+    return charts.ingestion_figures(list(points))
+
+
+def _controller_of(table: MirroredTable) -> str:
+    if table.lead_partition is None:
+        return ""
+    lead = LeadControllerPartition.objects.filter(partition_id=table.lead_partition).first()
+    return lead.controller if lead else ""
+
+
+def table_detail(
+    table: MirroredTable,
+    *,
+    segment_state: str = "",
+    page: Any = 1,
+    per_page: Any = None,
+    with_charts: bool = True,
+    now: dt.datetime | None = None,
+) -> TableDetail:
+    now = now or timezone.now()
+    statuses = list(table.partitions.all().order_by("partition"))
+    for status in statuses:
+        status.table = table  # no query per row
+    pausers = _pausers([table])
+    pause = pause_info(table, pausers.get(table.name))
+    segments = table.segments.defer("metadata").order_by("-created_ms", "-sequence", "name")
+    if segment_state:
+        segments = segments.filter(display_state=segment_state)
+    counted = table.segments.values("display_state").annotate(n=Count("id")).order_by()
+    counts = {row["display_state"]: row["n"] for row in counted}
+    recent = AuditEntry.objects.filter(target__startswith=table.name).order_by("-at", "-id")[:10]
+    return TableDetail(
+        table=table,
+        pause=pause,
+        partitions=[PartitionRow.build(s, pause) for s in statuses],
+        segments=paginate(segments, page, per_page).map(lambda s: _segment_rows(s, now)),
+        segment_state=segment_state,
+        state_counts=[(state, counts.get(state, 0)) for state in SEGMENT_STATES],
+        controller=_controller_of(table),
+        figures=_figures(table, now) if with_charts else {},
+        recent_actions=list(recent),
+    )
+
+
+@dataclass(frozen=True)
+class PartitionDetail:
+    table: MirroredTable
+    number: int
+    row: PartitionRow | None
+    segments: Page[SegmentRow]
+    figures: dict[str, dict[str, Any]]
+
+    @property
+    def rows(self) -> list[PartitionRow]:
+        return [self.row] if self.row else []
+
+
+def partition_detail(
+    table: MirroredTable,
+    number: int,
+    *,
+    page: Any = 1,
+    per_page: Any = None,
+    with_charts: bool = True,
+    now: dt.datetime | None = None,
+) -> PartitionDetail | None:
+    """One stream partition: its replicas, its segments (newest first), its charts; None if the
+    mirror knows nothing of it."""
+    now = now or timezone.now()
+    status = table.partitions.filter(partition=number).first()
+    segments = table.segments.filter(partition=number).defer("metadata")
+    if status is None and not segments.exists():
+        return None
+    row = None
+    if status is not None:
+        status.table = table
+        row = PartitionRow.build(status, pause_info(table, _pausers([table]).get(table.name)))
+    ordered = segments.order_by("-sequence", "-created_ms", "name")
+    return PartitionDetail(
+        table=table,
+        number=number,
+        row=row,
+        segments=paginate(ordered, page, per_page).map(lambda s: _segment_rows(s, now)),
+        figures=_figures(table, now, number) if with_charts else {},
+    )
+
+
+@dataclass(frozen=True)
+class SegmentDetail:
+    segment: MirroredSegment
+    row: SegmentRow
+    replicas: list[dict[str, Any]]
+    metadata: list[tuple[str, Any]]
+
+
+def segment_detail(
+    table: MirroredTable, name: str, now: dt.datetime | None = None
+) -> SegmentDetail | None:
+    segment = table.segments.filter(name=name).first()
+    if segment is None:
+        return None
+    segment.table = table
+    return SegmentDetail(
+        segment=segment,
+        row=SegmentRow.build(segment, now or timezone.now()),
+        replicas=replica_comparison(segment),
+        metadata=sorted((segment.metadata or {}).items()),
+    )
+
+
+# --- cluster-wide lists ---------------------------------------------------------------------
+
+
+def error_segments(
+    *, table: str = "", page: Any = 1, per_page: Any = None, now: dt.datetime | None = None
+) -> Page[SegmentRow]:
+    """Every segment with an ERROR replica or OFFLINE on all replicas, oldest first."""
+    now = now or timezone.now()
+    segments: QuerySet[MirroredSegment] = (
+        MirroredSegment.objects.filter(Q(has_error=True) | Q(all_offline=True))
+        .select_related("table")
+        .defer("metadata", "table__config")
+    )
+    if table:
+        segments = segments.filter(table__name__icontains=table)
+    segments = segments.order_by("table__name", "partition", "sequence", "name")
+    return paginate(segments, page, per_page).map(lambda s: _segment_rows(s, now))
+
+
+@dataclass(frozen=True)
+class LeaderRow:
+    partition: LeadControllerPartition
+    live: bool | None
+    tables: list[str]
+    matches: bool
+
+
+def leaders(*, table: str = "") -> list[LeaderRow]:
+    """Every leadControllerResource partition with its controller and tables (two queries)."""
+    partitions = list(LeadControllerPartition.objects.order_by("partition_id"))
+    names = {p.controller for p in partitions if p.controller}
+    live = dict(MirroredInstance.objects.filter(name__in=names).values_list("name", "live"))
+    needle = table.lower()
+    return [
+        LeaderRow(
+            partition=p,
+            live=live.get(p.controller) if p.controller else None,
+            tables=sorted(p.tables or []),
+            matches=bool(needle) and any(needle in t.lower() for t in p.tables or []),
+        )
+        for p in partitions
+    ]
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    instance: MirroredInstance
+    lead_partitions: list[int]
+
+
+def instances(
+    *, kind: str = "", live: str = "", page: Any = 1, per_page: Any = None
+) -> Page[InstanceRow]:
+    rows = MirroredInstance.objects.all()
+    if kind:
+        rows = rows.filter(kind=kind)
+    if live in ("yes", "no"):
+        rows = rows.filter(live=live == "yes")
+    leads: dict[str, list[int]] = {}
+    for pid, controller in LeadControllerPartition.objects.values_list(
+        "partition_id", "controller"
+    ):
+        leads.setdefault(controller, []).append(pid)
+    return paginate(rows.order_by("kind", "name"), page, per_page).map(
+        lambda items: [InstanceRow(i, sorted(leads.get(i.name, []))) for i in items]
+    )
+
+
+@dataclass(frozen=True)
+class AuditLog:
+    page: Page[AuditEntry]
+    actions: list[str]
+    results: list[str]
+
+
+def audit_log(
+    *,
+    user: str = "",
+    action: str = "",
+    result: str = "",
+    target: str = "",
+    page: Any = 1,
+    per_page: Any = None,
+) -> AuditLog:
+    entries = AuditEntry.objects.all()
+    if user:
+        entries = entries.filter(username__icontains=user)
+    if action:
+        entries = entries.filter(action=action)
+    if result:
+        entries = entries.filter(result=result)
+    if target:
+        entries = entries.filter(target__icontains=target)
+    actions = AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()
+    return AuditLog(
+        paginate(entries.order_by("-at", "-id"), page, per_page),
+        list(actions),
+        list(AuditEntry.Result.values),
+    )

@@ -1,0 +1,77 @@
+"""Plotly figures of a table's (or partition's) ingestion over the last hour.
+
+Pure: takes the consumption samples as tuples (no database) and returns figure dicts built with
+plotly's graph objects, ready for `json_script` and `Plotly.react` in the page (plotly.min.js comes
+from the plotly package itself). One trace per stream partition in each figure:
+- `rate`: rows per second consumed,
+- `records_lag`: records behind the stream (worst replica),
+- `time_lag`: availability lag in seconds (worst replica).
+Backgrounds are transparent and colours neutral, so the page's light or dark theme shows through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import plotly.graph_objects as go
+
+__all__ = ["FIGURES", "Sample", "ingestion_figures"]
+
+# (partition, sampled_at, rows_per_s, records_lag, time_lag_ms)
+Sample = tuple[int, datetime, float, int, int]
+FIGURES: dict[str, tuple[str, str]] = {
+    "rate": ("Ingestion rate", "rows/s"),
+    "records_lag": ("Records lag", "records"),
+    "time_lag": ("Time lag", "seconds"),
+}
+GRID = "rgba(128,128,128,0.25)"
+ISO = "%Y-%m-%dT%H:%M:%S.%fZ"  # UTC; strings copy far faster than datetimes inside plotly
+
+
+def _series(samples: Iterable[Sample]) -> dict[int, dict[str, list[Any]]]:
+    series: dict[int, dict[str, list[Any]]] = {}
+    for partition, at, rate, lag, time_lag_ms in samples:
+        s = series.setdefault(partition, {"x": [], "rate": [], "records_lag": [], "time_lag": []})
+        s["x"].append(at.strftime(ISO))
+        s["rate"].append(rate)
+        s["records_lag"].append(lag)
+        s["time_lag"].append((time_lag_ms or 0) / 1000)
+    return series
+
+
+def _figure(key: str, series: dict[int, dict[str, list[Any]]]) -> go.Figure:
+    title, unit = FIGURES[key]
+    traces = [
+        go.Scatter(
+            x=s["x"],
+            y=s[key],
+            mode="lines",
+            name=f"partition {partition}",
+            hovertemplate=f"%{{y:,.4~g}} {unit}<extra>partition {partition}</extra>",
+        )
+        for partition, s in sorted(series.items())
+    ]
+    layout = go.Layout(
+        title={"text": title, "x": 0, "font": {"size": 14}},
+        height=260,
+        margin={"l": 56, "r": 16, "t": 36, "b": 36},
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        xaxis={"type": "date", "gridcolor": GRID},
+        yaxis={"title": {"text": unit}, "rangemode": "tozero", "gridcolor": GRID},
+        showlegend=len(traces) > 1,
+        legend={"orientation": "h", "y": -0.2},
+        hovermode="x unified",
+    )
+    return go.Figure(data=traces, layout=layout)
+
+
+def ingestion_figures(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
+    """The three figures as JSON-ready dicts (for `json_script`); empty when there are no
+    samples. `sampled_at` must be UTC (Django's aware datetimes are)."""
+    if not samples:
+        return {}
+    series = _series(samples)
+    return {key: _figure(key, series).to_plotly_json() for key in FIGURES}

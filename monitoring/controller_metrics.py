@@ -1,0 +1,375 @@
+"""The controller-side Prometheus metrics: cluster state under Pinot's names and labels (§9.3).
+
+Every family is computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
+written by `tables.sync`), never from ZooKeeper itself, with a fixed number of aggregate queries
+(six, whatever the number of tables or partitions), so a scrape stays cheap at 1,000 tables x 16
+partitions and works while ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows).
+
+Families (all defined once, in `DEFINITIONS`):
+
+- per table, Pinot's SegmentStatusChecker gauges as its JMX exporter names them:
+  `pinot_controller_segmentsInErrorState_Value{table,tableType}` ((segment, replica) pairs in
+  ERROR), `..._percentSegmentsAvailable_Value`, `..._tableConsumptionPaused_Value`,
+  `..._missingConsumingSegmentTotalCount_Value`, `..._pauselessConsumptionEnabled_Value` and this
+  project's `..._segmentsMissingDownloadUrl_Value`; `table` is the raw name.
+- per partition, RealtimeConsumerMonitor's `pinot_controller_maxRecordsLag_Value` and
+  `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`.
+- durable counters (`tables.models.DurableCounter`) as Pinot meters' `_Count`:
+  `pinot_controller_<name>_Count{table,tableType}` (`llcStateMachineAborts`: `{table}` only, as
+  Pinot keys that meter by raw table). They are exposed untyped, as `monitoring.server_metrics`
+  does, so the names keep Pinot's `_Count` (a Prometheus counter would append `_total`). Every
+  mirrored REALTIME table gets a 0 sample, so `increase()` sees a table's first failure.
+- `pinot_controller_LeaderPartitionCount_Value{controller}`: leadControllerResource partitions
+  each controller is MASTER of. Pinot exports it per controller process, unlabelled; a scrape of
+  the mirror sees every controller at once, hence the `controller` label.
+- this console's own: `pinot_console_live_instances{kind}`, `pinot_console_instances{kind}`,
+  `pinot_console_tables{tableType}`, `pinot_console_lead_controller_partitions_without_master`,
+  `pinot_console_mirror_age_seconds` (+Inf before the first sync),
+  `pinot_console_mirror_last_sync_timestamp_seconds`, `pinot_console_mirror_sync_duration_seconds`
+  and `pinot_console_mirror_sync_error` (1 while the last sync attempt failed).
+
+A new durable counter needs one line in `DEFINITIONS`; names not defined there are not exposed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from django.db.models import Count
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from tables.domain.names import raw_table_name
+from tables.models import (
+    DurableCounter,
+    LeadControllerPartition,
+    MirroredInstance,
+    MirroredTable,
+    MirrorState,
+    PartitionStatus,
+)
+
+__all__ = [
+    "COUNTERS",
+    "DEFINITIONS",
+    "MIRROR_NAME",
+    "ControllerCollector",
+    "Definition",
+    "controller_registry",
+]
+
+MIRROR_NAME = "zk"
+REALTIME = "REALTIME"
+ALWAYS_REPORTED_KINDS = ("SERVER", "CONTROLLER")
+
+TABLE = ("table", "tableType")
+PARTITION = ("table", "tableType", "partition")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One metric family: its exposed name, type, help text and label names."""
+
+    name: str
+    kind: Literal["gauge", "untyped"]
+    help: str
+    labels: tuple[str, ...] = ()
+
+    def family(self) -> GaugeMetricFamily | UnknownMetricFamily:
+        cls = GaugeMetricFamily if self.kind == "gauge" else UnknownMetricFamily
+        return cls(self.name, self.help, labels=list(self.labels))
+
+
+def _gauge(name: str, help: str, labels: tuple[str, ...] = ()) -> Definition:
+    return Definition(name, "gauge", help, labels)
+
+
+def _count(name: str, help: str, labels: tuple[str, ...] = TABLE) -> Definition:
+    return Definition(f"pinot_controller_{name}_Count", "untyped", help, labels)
+
+
+# --- the one table of definitions -----------------------------------------------------------------
+
+DEFINITIONS: dict[str, Definition] = {
+    # Per table (SegmentStatusChecker / MissingConsumingSegmentFinder / SCM; reference §9.2).
+    "segmentsInErrorState": _gauge(
+        "pinot_controller_segmentsInErrorState_Value",
+        "Number of (segment, replica) pairs in ERROR state in the table's ExternalView "
+        "(Pinot SegmentStatusChecker semantics).",
+        TABLE,
+    ),
+    "percentSegmentsAvailable": _gauge(
+        "pinot_controller_percentSegmentsAvailable_Value",
+        "Percentage of the table's segments with at least one ONLINE or CONSUMING replica "
+        "in the ExternalView (integer, 100 when all are queryable).",
+        TABLE,
+    ),
+    "tableConsumptionPaused": _gauge(
+        "pinot_controller_tableConsumptionPaused_Value",
+        "1 while the realtime table's consumption is paused (IdealState isTablePaused), else 0.",
+        TABLE,
+    ),
+    "missingConsumingSegmentTotalCount": _gauge(
+        "pinot_controller_missingConsumingSegmentTotalCount_Value",
+        "Stream partitions of the realtime table that have no CONSUMING segment in the IdealState.",
+        TABLE,
+    ),
+    "pauselessConsumptionEnabled": _gauge(
+        "pinot_controller_pauselessConsumptionEnabled_Value",
+        "1 when the realtime table uses pauseless consumption "
+        "(the next segment starts consuming before the committed one is built), else 0.",
+        TABLE,
+    ),
+    "segmentsMissingDownloadUrl": _gauge(
+        "pinot_controller_segmentsMissingDownloadUrl_Value",
+        "Committed segments whose ZK metadata has no deep-store download URL "
+        "(peer-download commits not yet uploaded; repaired by the validation manager).",
+        TABLE,
+    ),
+    # Per partition (RealtimeConsumerMonitor), from the replicas' published figures.
+    "maxRecordsLag": _gauge(
+        "pinot_controller_maxRecordsLag_Value",
+        "Records behind the stream's latest offset, worst consuming replica of the partition.",
+        PARTITION,
+    ),
+    "maxRecordAvailabilityLagMs": _gauge(
+        "pinot_controller_maxRecordAvailabilityLagMs_Value",
+        "Milliseconds between now and the stream time of the last consumed record, worst "
+        "consuming replica of the partition (0 when caught up).",
+        PARTITION,
+    ),
+    # Durable counters (tables.models.DurableCounter), keyed by their DurableCounter name.
+    "segmentBuildFailures": _count(
+        "segmentBuildFailures",
+        "Segment builds (Spark) that failed, since the cluster's database was created.",
+    ),
+    "reingestionFailures": _count(
+        "reingestionFailures",
+        "Re-ingestions of ERROR segments that failed, since the cluster's database was created.",
+    ),
+    "llcStreamDataLoss": _count(
+        "llcStreamDataLoss",
+        "Times a partition had to resume past offsets the stream had already dropped "
+        "(rows lost upstream before they were committed).",
+    ),
+    "llcStateMachineAborts": _count(
+        "llcStateMachineAborts",
+        "Segment completion state machines aborted (commit timed out or failed) "
+        "on the lead controller.",
+        ("table",),
+    ),
+    # Cluster.
+    "LeaderPartitionCount": _gauge(
+        "pinot_controller_LeaderPartitionCount_Value",
+        "leadControllerResource partitions this controller is MASTER of "
+        "(one series per controller, from the resource's ExternalView).",
+        ("controller",),
+    ),
+    "lead_controller_partitions_without_master": _gauge(
+        "pinot_console_lead_controller_partitions_without_master",
+        "leadControllerResource partitions with no MASTER controller: their tables have no "
+        "lead controller, so segments of those tables cannot commit.",
+    ),
+    "live_instances": _gauge(
+        "pinot_console_live_instances",
+        "Participants with a live instance znode in ZooKeeper, by kind (SERVER, CONTROLLER, ...).",
+        ("kind",),
+    ),
+    "instances": _gauge(
+        "pinot_console_instances",
+        "Participants with an instance config in ZooKeeper, live or not, by kind.",
+        ("kind",),
+    ),
+    "tables": _gauge(
+        "pinot_console_tables",
+        "Tables in the console's mirror of ZooKeeper, by table type (REALTIME, OFFLINE).",
+        ("tableType",),
+    ),
+    # The mirror itself.
+    "mirror_age_seconds": _gauge(
+        "pinot_console_mirror_age_seconds",
+        "Seconds since the ZooKeeper mirror last synced successfully (+Inf before the first "
+        "sync); every other metric here is at most this old.",
+    ),
+    "mirror_last_sync_timestamp_seconds": _gauge(
+        "pinot_console_mirror_last_sync_timestamp_seconds",
+        "Unix time of the mirror's last successful sync (absent before the first sync).",
+    ),
+    "mirror_sync_duration_seconds": _gauge(
+        "pinot_console_mirror_sync_duration_seconds",
+        "How long the mirror's last sync of ZooKeeper took.",
+    ),
+    "mirror_sync_error": _gauge(
+        "pinot_console_mirror_sync_error",
+        "1 while the mirror's last sync attempt failed, else 0.",
+    ),
+}
+
+# Per-table gauges: definition key -> (MirroredTable column, REALTIME tables only).
+TABLE_GAUGES: dict[str, tuple[str, bool]] = {
+    "segmentsInErrorState": ("error_replicas", False),
+    "percentSegmentsAvailable": ("percent_available", False),
+    "segmentsMissingDownloadUrl": ("missing_download_url", False),
+    "tableConsumptionPaused": ("paused", True),
+    "missingConsumingSegmentTotalCount": ("missing_consuming", True),
+    "pauselessConsumptionEnabled": ("pauseless", True),
+}
+# Per-partition gauges: definition key -> PartitionStatus column.
+PARTITION_GAUGES: dict[str, str] = {
+    "maxRecordsLag": "records_lag",
+    "maxRecordAvailabilityLagMs": "time_lag_ms",
+}
+# Durable counters exposed (DurableCounter.name == definition key).
+COUNTERS: tuple[str, ...] = (
+    "segmentBuildFailures",
+    "reingestionFailures",
+    "llcStreamDataLoss",
+    "llcStateMachineAborts",
+)
+
+
+# --- the collector --------------------------------------------------------------------------------
+
+
+class ControllerCollector(Collector):
+    """Builds every family from the mirror with a fixed number of aggregate queries."""
+
+    def __init__(self, now: Callable[[], datetime] = timezone.now) -> None:
+        self.now = now
+
+    def collect(self) -> Iterator[Metric]:
+        realtime = yield from self._tables()
+        yield from self._partitions()
+        yield from self._counters(realtime)
+        yield from self._instances()
+        yield from self._leadership()
+        yield from self._mirror()
+
+    def _tables(self) -> Iterator[Metric]:
+        """Query 1: every table's gauges. Returns the raw names of the REALTIME tables."""
+        columns = [column for column, _ in TABLE_GAUGES.values()]
+        rows = MirroredTable.objects.order_by("raw_name", "table_type").values_list(
+            "raw_name", "table_type", *columns
+        )
+        families = {key: DEFINITIONS[key].family() for key in TABLE_GAUGES}
+        per_type: dict[str, int] = defaultdict(int)
+        realtime: list[str] = []
+        for raw, table_type, *values in rows:
+            per_type[table_type] += 1
+            if table_type == REALTIME:
+                realtime.append(raw)
+            for (key, (_, realtime_only)), value in zip(TABLE_GAUGES.items(), values, strict=True):
+                if realtime_only and table_type != REALTIME:
+                    continue
+                families[key].add_metric([raw, table_type], float(value))
+        yield from families.values()
+        tables = DEFINITIONS["tables"].family()
+        for table_type in sorted({REALTIME, "OFFLINE", *per_type}):
+            tables.add_metric([table_type], per_type[table_type])
+        yield tables
+        return realtime
+
+    def _partitions(self) -> Iterator[Metric]:
+        """Query 2: every partition's lag, joined to its table's names."""
+        rows = PartitionStatus.objects.order_by(
+            "table__raw_name", "table__table_type", "partition"
+        ).values_list(
+            "table__raw_name", "table__table_type", "partition", *PARTITION_GAUGES.values()
+        )
+        families = {key: DEFINITIONS[key].family() for key in PARTITION_GAUGES}
+        for raw, table_type, partition, *values in rows:
+            labels = [raw, table_type, str(partition)]
+            for key, value in zip(PARTITION_GAUGES, values, strict=True):
+                families[key].add_metric(labels, float(value))
+        yield from families.values()
+
+    def _counters(self, realtime: list[str]) -> Iterator[Metric]:
+        """Query 3: the durable counters; a 0 for every REALTIME table that has none yet."""
+        values: dict[str, dict[str, int]] = {name: dict.fromkeys(realtime, 0) for name in COUNTERS}
+        rows = DurableCounter.objects.filter(name__in=COUNTERS).values_list(
+            "name", "table", "value"
+        )
+        for name, table, value in rows:
+            raw = raw_table_name(table)
+            values[name][raw] = values[name].get(raw, 0) + value
+        for name in COUNTERS:
+            definition = DEFINITIONS[name]
+            family = definition.family()
+            for raw in sorted(values[name]):
+                if not raw:  # a cluster-wide count (empty table): Pinot's global meter, unlabelled
+                    family.add_sample(family.name, {}, float(values[name][raw]))
+                elif definition.labels == TABLE:
+                    family.add_metric([raw, REALTIME], float(values[name][raw]))
+                else:
+                    family.add_metric([raw], float(values[name][raw]))
+            yield family
+
+    def _instances(self) -> Iterator[Metric]:
+        """Query 4: participants counted by kind and liveness."""
+        rows = MirroredInstance.objects.values_list("kind", "live").annotate(n=Count("id"))
+        known: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
+        live: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
+        for kind, is_live, n in rows.order_by():
+            known[kind] = known.get(kind, 0) + n
+            live[kind] = live.get(kind, 0) + (n if is_live else 0)
+        live_family = DEFINITIONS["live_instances"].family()
+        known_family = DEFINITIONS["instances"].family()
+        for kind in sorted(known):
+            live_family.add_metric([kind], live[kind])
+            known_family.add_metric([kind], known[kind])
+        yield live_family
+        yield known_family
+
+    def _leadership(self) -> Iterator[Metric]:
+        """Query 5: leadControllerResource partitions counted by MASTER controller."""
+        rows = LeadControllerPartition.objects.values_list("controller").annotate(n=Count("id"))
+        led: dict[str, int] = {}
+        for controller, n in rows.order_by():
+            led[controller] = led.get(controller, 0) + n
+        family = DEFINITIONS["LeaderPartitionCount"].family()
+        for controller in sorted(name for name in led if name):
+            family.add_metric([controller], led[controller])
+        yield family
+        orphans = DEFINITIONS["lead_controller_partitions_without_master"].family()
+        orphans.add_metric([], led.get("", 0))
+        yield orphans
+
+    def _mirror(self) -> Iterator[Metric]:
+        """Query 6: the mirror's own state."""
+        state = (
+            MirrorState.objects.filter(name=MIRROR_NAME)
+            .values_list("last_synced", "duration_ms", "error")
+            .first()
+        )
+        last_synced, duration_ms, error = state if state is not None else (None, 0, "")
+        age = DEFINITIONS["mirror_age_seconds"].family()
+        timestamp = DEFINITIONS["mirror_last_sync_timestamp_seconds"].family()
+        if last_synced is None:
+            age.add_metric([], math.inf)
+        else:
+            age.add_metric([], max(0.0, (self.now() - last_synced).total_seconds()))
+            timestamp.add_metric([], last_synced.timestamp())
+        duration = DEFINITIONS["mirror_sync_duration_seconds"].family()
+        duration.add_metric([], duration_ms / 1000)
+        failing = DEFINITIONS["mirror_sync_error"].family()
+        failing.add_metric([], 1 if error else 0)
+        yield from (age, timestamp, duration, failing)
+
+
+_registry: CollectorRegistry | None = None
+
+
+def controller_registry() -> CollectorRegistry:
+    """The process's registry holding the one `ControllerCollector` (created on first use)."""
+    global _registry
+    if _registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ControllerCollector())
+        _registry = registry
+    return _registry

@@ -1,0 +1,376 @@
+"""Triage of a realtime table: one verdict per stream partition, one health per table (pure).
+
+Contract:
+- `triage_partition(facts, now_ms, thresholds)` judges one stream partition from what the mirror
+  knows about it (`PartitionFacts`: the consuming segment of the IdealState, its replicas'
+  ExternalView states, what the replicas last published as live state, the pause state and when
+  the partition's offset last moved) and returns a `PartitionVerdict`: a `Verdict`, a one-line
+  detail for an operator, a `Health` and the partition's figures (worst replica's lags, most
+  advanced offsets, rate, seconds stalled, lost offsets).
+- The first matching rule wins (precedence, most explanatory first):
+    1. PAUSED                    the table is paused, or the partition is in pausedPartitions
+    2. MISSING_CONSUMING_SEGMENT no segment of the partition is CONSUMING in the IdealState     BAD
+    3. CONSUMER_ERROR            a replica is ERROR in the ExternalView, or a live replica reports
+                                 consumerState NOT_CONSUMING outside a commit (phase ERROR, ...) BAD
+    4. OFFSET_UNAVAILABLE        a replica reports lostOffsets > 0 (the stream dropped them)    BAD
+    5. NOT_REPORTING             no replica published live state for the consuming segment  WARNING
+    6. COMMITTING                a replica is HOLDING, CATCHING_UP, COMMITTING (or just done)   GOOD
+    7. STALLED                   records lag > 0 and no offset progress for >= stalled_after_s  BAD
+    8. LAGGING                   records lag or availability lag above its threshold        WARNING
+    9. NO_UPSTREAM_DATA          lag 0 and no new row for >= idle_after_s                      GOOD
+   10. CONSUMING                 everything else                                               GOOD
+- `Health` values and their order are `tables.models.Health` (GOOD < PAUSED < UPDATING < WARNING
+  < BAD); `worst` picks the highest.
+- Segment helpers: `segment_display_state` (one word from the IdealState and ExternalView
+  entries), `is_all_offline`, `percent_available` (Pinot's `percentSegmentsAvailable`: segments
+  with no ONLINE/CONSUMING replica in the ExternalView count as unavailable; segments OFFLINE on
+  every replica of the IdealState, and new segments the ExternalView does not list yet, are left
+  out, as SegmentStatusChecker does).
+- `table_health` rolls a table up: BAD for ERROR/all-OFFLINE segments or availability under 100 %,
+  otherwise the worst partition, UPDATING while the IdealState and ExternalView differ, PAUSED for
+  a paused table; with the reason of the worst finding.
+- `progressed_at` says when a partition last moved: now when its offset or consuming segment
+  changed (or it was never seen), else the previous time.
+Nothing here reads the clock: `now_ms` is an argument (epoch milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "COMMIT_PHASES",
+    "HEALTH_RANK",
+    "Health",
+    "PartitionFacts",
+    "PartitionVerdict",
+    "PauseInfo",
+    "ReplicaLive",
+    "Thresholds",
+    "Verdict",
+    "is_all_offline",
+    "percent_available",
+    "progressed_at",
+    "segment_display_state",
+    "table_health",
+    "triage_partition",
+    "worst",
+]
+
+
+class Health(StrEnum):
+    GOOD = "GOOD"
+    PAUSED = "PAUSED"
+    UPDATING = "UPDATING"
+    WARNING = "WARNING"
+    BAD = "BAD"
+
+
+HEALTH_RANK: dict[str, int] = {h.value: i for i, h in enumerate(Health)}
+
+
+class Verdict(StrEnum):
+    CONSUMING = "CONSUMING"
+    LAGGING = "LAGGING"
+    STALLED = "STALLED"
+    PAUSED = "PAUSED"
+    NO_UPSTREAM_DATA = "NO_UPSTREAM_DATA"
+    CONSUMER_ERROR = "CONSUMER_ERROR"
+    MISSING_CONSUMING_SEGMENT = "MISSING_CONSUMING_SEGMENT"
+    OFFSET_UNAVAILABLE = "OFFSET_UNAVAILABLE"
+    NOT_REPORTING = "NOT_REPORTING"
+    COMMITTING = "COMMITTING"
+
+
+VERDICT_HEALTH: dict[Verdict, Health] = {
+    Verdict.CONSUMING: Health.GOOD,
+    Verdict.LAGGING: Health.WARNING,
+    Verdict.STALLED: Health.BAD,
+    Verdict.PAUSED: Health.PAUSED,
+    Verdict.NO_UPSTREAM_DATA: Health.GOOD,
+    Verdict.CONSUMER_ERROR: Health.BAD,
+    Verdict.MISSING_CONSUMING_SEGMENT: Health.BAD,
+    Verdict.OFFSET_UNAVAILABLE: Health.BAD,
+    Verdict.NOT_REPORTING: Health.WARNING,
+    Verdict.COMMITTING: Health.GOOD,
+}
+
+# Server phases (tables.server.consumer.Phase) of a segment being completed: offsets stand still
+# and the consumer may say NOT_CONSUMING without anything being wrong.
+COMMIT_PHASES = frozenset(
+    {"HOLDING", "CATCHING_UP", "COMMITTING", "COMMITTED", "KEPT", "DISCARDED"}
+)
+CONSUMING_STATE = "CONSUMING"
+NOT_CONSUMING = "NOT_CONSUMING"
+ERROR = "ERROR"
+OFFLINE = "OFFLINE"
+QUERYABLE = frozenset({"ONLINE", "CONSUMING"})
+# Pinot's controller.statuschecker.waitForPushTimeSeconds default (10 min).
+NEW_SEGMENT_GRACE_MS = 600_000
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    stalled_after_s: float = 60.0
+    lagging_records: int = 10_000
+    lagging_time_ms: int = 60_000
+    idle_after_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ReplicaLive:
+    """What one server last published about the consuming segment (tables.live_state)."""
+
+    consumer_state: str = CONSUMING_STATE
+    phase: str = "CONSUMING"
+    current_offset: int | None = None
+    upstream_offset: int | None = None
+    records_lag: int = 0
+    availability_lag_ms: int = 0
+    last_consumed_ms: int | None = None
+    rows_per_s: float = 0.0
+    lost_offsets: int = 0
+    updated_ms: int = 0
+
+
+@dataclass(frozen=True)
+class PauseInfo:
+    paused: bool = False
+    reason_code: str = ""
+    comment: str = ""
+    time: str = ""
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    partition: int
+    consuming_segment: str = ""  # "" when no segment of the partition is CONSUMING in the IS
+    latest_segment: str = ""
+    ev_states: Mapping[str, str] = field(default_factory=dict)  # IS replica -> EV state or ""
+    live: Mapping[str, ReplicaLive] = field(default_factory=dict)  # replicas that published
+    pause: PauseInfo = PauseInfo()
+    partition_paused: bool = False
+    progressed_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionVerdict:
+    verdict: Verdict
+    detail: str
+    health: Health
+    current_offset: int | None = None
+    upstream_offset: int | None = None
+    records_lag: int = 0
+    time_lag_ms: int = 0
+    rows_per_s: float = 0.0
+    stalled_s: int = 0
+    lost_offsets: int = 0
+
+    @property
+    def health_rank(self) -> int:
+        return HEALTH_RANK[self.health]
+
+
+def worst(healths: Iterable[str]) -> Health:
+    """The worst of `healths` (GOOD when empty)."""
+    return Health(max(healths, key=HEALTH_RANK.__getitem__, default=Health.GOOD))
+
+
+def progressed_at(
+    previous_ms: int | None,
+    previous_offset: int | None,
+    previous_segment: str,
+    offset: int | None,
+    segment: str,
+    now_ms: int,
+) -> int:
+    """When the partition last moved: `now_ms` if first seen, on a new offset or a new segment."""
+    if previous_ms is None or segment != previous_segment:
+        return now_ms
+    if offset is not None and offset != previous_offset:
+        return now_ms
+    return previous_ms
+
+
+def _max_or_none(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _seconds(ms: int) -> int:
+    return max(0, ms) // 1000
+
+
+def _pause_detail(facts: PartitionFacts) -> str:
+    if facts.pause.paused:
+        who = facts.pause.comment or "an operator"
+        since = facts.pause.time or "an unknown time"
+        reason = facts.pause.reason_code or "ADMINISTRATIVE"
+        return f"paused by {who} since {since}, reason {reason}"
+    return f"partition {facts.partition} paused (pausedPartitions)"
+
+
+def _consumer_errors(facts: PartitionFacts) -> list[str]:
+    problems = [
+        f"{r} is ERROR in the ExternalView" for r, s in facts.ev_states.items() if s == ERROR
+    ]
+    for replica, live in sorted(facts.live.items()):
+        if live.phase == ERROR or (
+            live.consumer_state == NOT_CONSUMING and live.phase not in COMMIT_PHASES
+        ):
+            problems.append(f"{replica} is {live.consumer_state} (phase {live.phase})")
+    return problems
+
+
+def triage_partition(
+    facts: PartitionFacts, now_ms: int, thresholds: Thresholds = Thresholds()
+) -> PartitionVerdict:
+    """The verdict of one stream partition; see the module docstring for the rules."""
+    live = facts.live
+    figures = {
+        "current_offset": _max_or_none(r.current_offset for r in live.values()),
+        "upstream_offset": _max_or_none(r.upstream_offset for r in live.values()),
+        "records_lag": max((max(0, r.records_lag) for r in live.values()), default=0),
+        "time_lag_ms": max((max(0, r.availability_lag_ms) for r in live.values()), default=0),
+        "rows_per_s": max((r.rows_per_s for r in live.values()), default=0.0),
+        "lost_offsets": max((max(0, r.lost_offsets) for r in live.values()), default=0),
+    }
+    since_progress_ms = now_ms - (facts.progressed_at_ms if facts.progressed_at_ms else now_ms)
+    stalled_s = _seconds(since_progress_ms) if figures["records_lag"] > 0 else 0
+
+    def verdict(kind: Verdict, detail: str, stalled: int = 0) -> PartitionVerdict:
+        return PartitionVerdict(
+            kind, detail[:255], VERDICT_HEALTH[kind], stalled_s=stalled, **figures
+        )
+
+    if facts.pause.paused or facts.partition_paused:
+        return verdict(Verdict.PAUSED, _pause_detail(facts))
+    if not facts.consuming_segment:
+        latest = f" (latest {facts.latest_segment})" if facts.latest_segment else ""
+        return verdict(
+            Verdict.MISSING_CONSUMING_SEGMENT, f"no CONSUMING segment in the IdealState{latest}"
+        )
+    errors = _consumer_errors(facts)
+    if errors:
+        return verdict(Verdict.CONSUMER_ERROR, "; ".join(errors), stalled_s)
+    if figures["lost_offsets"] > 0:
+        return verdict(
+            Verdict.OFFSET_UNAVAILABLE,
+            f"{figures['lost_offsets']} offsets no longer in the stream were skipped",
+            stalled_s,
+        )
+    if not live:
+        silent = ", ".join(sorted(facts.ev_states)) or "no replica"
+        return verdict(
+            Verdict.NOT_REPORTING, f"no live state for {facts.consuming_segment} from {silent}"
+        )
+    committing = sorted(r for r, state in live.items() if state.phase in COMMIT_PHASES)
+    if committing:
+        phases = ", ".join(f"{r} {live[r].phase}" for r in committing)
+        return verdict(
+            Verdict.COMMITTING,
+            f"{phases} for {_seconds(since_progress_ms)} s",
+        )
+    if stalled_s and stalled_s >= thresholds.stalled_after_s:
+        return verdict(
+            Verdict.STALLED,
+            f"stalled for {stalled_s} s, {figures['records_lag']} records behind",
+            stalled_s,
+        )
+    if (
+        figures["records_lag"] > thresholds.lagging_records
+        or figures["time_lag_ms"] > thresholds.lagging_time_ms
+    ):
+        return verdict(
+            Verdict.LAGGING,
+            f"{figures['records_lag']} records, {figures['time_lag_ms']} ms behind",
+            stalled_s,
+        )
+    if figures["records_lag"] == 0:
+        last_row = _max_or_none(r.last_consumed_ms for r in live.values())
+        # Since the last row consumed when the servers say, else since the offset last moved.
+        idle_ms = since_progress_ms if last_row is None else now_ms - last_row
+        if idle_ms >= thresholds.idle_after_s * 1000:
+            return verdict(Verdict.NO_UPSTREAM_DATA, f"no new rows for {_seconds(idle_ms)} s")
+    return verdict(
+        Verdict.CONSUMING,
+        f"{figures['rows_per_s']:.1f} rows/s, {figures['records_lag']} records behind",
+        stalled_s,
+    )
+
+
+# --- segments and tables --------------------------------------------------------------------------
+
+
+def is_all_offline(ideal: Mapping[str, str], external: Mapping[str, str]) -> bool:
+    """Every replica OFFLINE: in the IdealState, or (when it has any) in the ExternalView."""
+    if ideal and all(s == OFFLINE for s in ideal.values()):
+        return True
+    return bool(external) and all(s == OFFLINE for s in external.values())
+
+
+def segment_display_state(ideal: Mapping[str, str], external: Mapping[str, str]) -> str:
+    """ERROR, UPDATING (IdealState != ExternalView), OFFLINE, CONSUMING or ONLINE."""
+    if ERROR in external.values():
+        return ERROR
+    if dict(ideal) != dict(external):
+        return "UPDATING"
+    states = set(ideal.values())
+    if not states or states == {OFFLINE}:
+        return OFFLINE
+    if CONSUMING_STATE in states:
+        return CONSUMING_STATE
+    return "ONLINE"
+
+
+def percent_available(
+    segments: Iterable[tuple[Mapping[str, str], Mapping[str, str], int | None]],
+    now_ms: int,
+    grace_ms: int = NEW_SEGMENT_GRACE_MS,
+) -> int:
+    """Pinot's percentSegmentsAvailable over (IdealState entry, ExternalView entry, creation time
+    in ms) triples. A segment created less than `grace_ms` ago that the ExternalView does not
+    list yet is being loaded, not lost, and is left out, as are segments OFFLINE on every replica
+    of the IdealState (SegmentStatusChecker skips both)."""
+    total = unavailable = 0
+    for ideal, external, created_ms in segments:
+        if ideal and all(s == OFFLINE for s in ideal.values()):
+            continue
+        if not external and created_ms is not None and now_ms - created_ms < grace_ms:
+            continue
+        total += 1
+        if not any(s in QUERYABLE for s in external.values()):
+            unavailable += 1
+    return 100 if total == 0 else (total - unavailable) * 100 // total
+
+
+def table_health(
+    partitions: Iterable[tuple[int, PartitionVerdict]],
+    *,
+    paused: bool = False,
+    error_segments: int = 0,
+    percent: int = 100,
+    updating: bool = False,
+) -> tuple[Health, str]:
+    """(health, reason) of a table from its partitions' verdicts and its segment counts."""
+    findings: list[tuple[Health, str]] = []
+    if error_segments:
+        findings.append((Health.BAD, f"{error_segments} segment(s) in ERROR or all OFFLINE"))
+    if percent < 100:
+        findings.append((Health.BAD, f"{percent}% of segments available"))
+    for partition, result in sorted(partitions, key=lambda p: (-p[1].health_rank, p[0])):
+        if result.health != Health.GOOD:
+            findings.append(
+                (result.health, f"partition {partition}: {result.verdict} ({result.detail})")
+            )
+        break
+    if updating:
+        findings.append((Health.UPDATING, "IdealState and ExternalView differ"))
+    if paused:
+        findings.append((Health.PAUSED, "consumption paused"))
+    if not findings:
+        return Health.GOOD, ""
+    health, reason = max(findings, key=lambda f: HEALTH_RANK[f[0]])
+    return health, reason[:255]

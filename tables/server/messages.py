@@ -1,0 +1,179 @@
+"""A server's Helix message inbox: `INSTANCES/<me>/MESSAGES` (reference §1.4, §4.5).
+
+Contract:
+- `watch()` (called once the server is registered) puts a ChildrenWatch on the folder. The watch
+  only wakes this handler's own thread, which lists the folder and handles each message in turn:
+  read it, mark it read (compare-and-set), act on it, delete it. A periodic pass (`tick_s`) retries
+  what a ZooKeeper error left behind.
+- A message whose `TGT_SESSION_ID` is not this server's current session was sent to an earlier
+  life of the server: it is deleted unhandled, as Helix discards stale messages. So is a message
+  that cannot be parsed, and any kind of message this server does not act on (logged).
+- FORCE_COMMIT (`tableName`, `segmentNames`): for a table this server serves, every listed segment
+  whose consumer is still CONSUMING is told to end consumption at its current offset with the
+  reason `forceCommitMessageReceived`; it then runs the normal completion protocol (even with zero
+  rows: the empty segment is committed). Segments it does not host, or is already completing, are
+  ignored, as Pinot's handler ignores them. A listed segment whose replica is still starting its
+  consumer (a transition in flight) is remembered for `PENDING_TTL_S` and forced as soon as
+  `consumer_started` reports its consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from kazoo.recipe.watchers import ChildrenWatch
+
+from tables.controller.context import ClusterContext
+from tables.domain.znrecord import ZNRecordError
+from tables.zk import messages as zk_messages
+
+from .consumer import Phase, SegmentConsumer
+
+if TYPE_CHECKING:
+    from .instance import ServerInstance
+
+__all__ = ["MessageHandler"]
+
+log = logging.getLogger(__name__)
+
+PENDING_TTL_S = 300.0
+
+
+class MessageHandler:
+    def __init__(self, server: ServerInstance, tick_s: float = 2.0) -> None:
+        self.server = server
+        self.tick_s = tick_s
+        self.handled = 0  # messages acted on (not counting stale or unknown ones)
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], float] = {}
+        self._watch: ChildrenWatch | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="messages", daemon=True)
+
+    # --- life cycle -----------------------------------------------------------------------------
+    def watch(self, ctx: ClusterContext) -> None:
+        """Start watching this server's MESSAGES (once; later calls only wake the thread)."""
+        if self._watch is None:
+            self._watch = zk_messages.watch_messages(
+                ctx.client, ctx.paths, self.server.instance_id, self._on_children
+            )
+            self._thread.start()
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+
+    def _on_children(self, children: list[str]) -> bool:
+        if self._stop.is_set():
+            return False
+        if children:
+            self._wake.set()
+        return True
+
+    # --- the thread -------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.handle_all()
+            except Exception:
+                log.exception("%s: handling messages failed; retrying", self.server.instance_id)
+
+    def handle_all(self) -> int:
+        """Handle every waiting message; returns how many were acted on."""
+        ctx = self.server.ctx()
+        acted = 0
+        for msg_id in zk_messages.message_ids(ctx.client, ctx.paths, self.server.instance_id):
+            if self._stop.is_set():
+                break
+            acted += self._handle(ctx, msg_id)
+        return acted
+
+    def _handle(self, ctx: ClusterContext, msg_id: str) -> int:
+        me = self.server.instance_id
+        try:
+            record = zk_messages.read_message(ctx.client, ctx.paths, me, msg_id)
+        except ZNRecordError as exc:
+            log.error("%s: message %s is unreadable (%s); deleting it", me, msg_id, exc)
+            zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
+            return 0
+        if record is None:
+            return 0
+        session = self.server.session or ""
+        target_session = record.simple_fields.get(zk_messages.TGT_SESSION_ID)
+        if target_session and target_session != session:
+            log.info("%s: message %s was for session %s; discarded", me, msg_id, target_session)
+            zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
+            return 0
+        if not zk_messages.mark_read(ctx.client, ctx.paths, me, msg_id, session, ctx.now_ms()):
+            return 0
+        acted = 0
+        request = zk_messages.parse_force_commit(record)
+        if request is not None:
+            forced = self.force_commit(request.table, request.segments)
+            log.info(
+                "%s: FORCE_COMMIT %s of %s: forcing %s", me, msg_id, request.table, forced or "none"
+            )
+            acted = 1
+        else:
+            simple = record.simple_fields
+            log.warning(
+                "%s: message %s of type %s/%s is not handled here; deleting it",
+                me,
+                msg_id,
+                simple.get(zk_messages.MSG_TYPE),
+                simple.get(zk_messages.MSG_SUBTYPE),
+            )
+        zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
+        self.handled += acted
+        return acted
+
+    # --- FORCE_COMMIT -----------------------------------------------------------------------------
+    def force_commit(self, table: str, segments: tuple[str, ...] | list[str]) -> list[str]:
+        """End consumption of the listed segments this server is consuming for `table`; returns
+        the segments forced now (those still starting are remembered, see the module contract)."""
+        replicas = self.server.replicas_of(table)
+        if not replicas:
+            return []
+        forced: list[str] = []
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            for segment in segments:
+                replica = replicas.get(segment)
+                if replica is None:
+                    continue
+                consumer = replica.consumer
+                if consumer is None:
+                    if replica.busy:
+                        self._pending[(table, segment)] = now + PENDING_TTL_S
+                    continue
+                if consumer.phase is Phase.CONSUMING:
+                    consumer.force_commit()
+                    forced.append(segment)
+        return forced
+
+    def consumer_started(self, table: str, segment: str, consumer: SegmentConsumer) -> bool:
+        """Called by the server right after it started `segment`'s consumer: a force commit that
+        arrived while it was starting is applied now. True when it was."""
+        with self._lock:
+            self._expire(time.monotonic())
+            if self._pending.pop((table, segment), None) is None:
+                return False
+        consumer.force_commit()
+        log.info("%s: %s forced to commit (message came while it started)", table, segment)
+        return True
+
+    def _expire(self, now: float) -> None:
+        for key in [k for k, until in self._pending.items() if until < now]:
+            del self._pending[key]

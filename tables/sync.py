@@ -1,0 +1,421 @@
+"""ZooKeeper -> database mirror, incremental by znode version.
+
+    report = sync_cluster(ctx)            # the beat task `tables.sync_mirror`, `manage.py sync_zk`
+
+Contract:
+- `sync_cluster(ctx, now_ms=None) -> SyncReport` brings the mirror models of `tables.models`
+  (MirroredTable, MirroredSegment, MirroredInstance, LeadControllerPartition, PartitionStatus,
+  ConsumptionSample, MirrorState "zk") up to date with the cluster of `ctx`. It never raises for
+  what it finds in ZooKeeper: a missing cluster, an unreachable service or any other failure is
+  recorded in the report's `error` and in MirrorState, leaving the mirror as it was; a table whose
+  znodes cannot be decoded is skipped (rows and versions unchanged) and listed in `tables_failed`.
+- Cost: each mirrored table keeps the versions of its IdealState, ExternalView and table config.
+  Every known table is probed with ONE request (a transaction of `check` ops; an `exists` per
+  znode mirrored as absent), all tables' probes pipelined together with the cluster listings, so
+  a sync where nothing changed costs two pipelined round trips in all (listings + probes, then
+  instances + lead controller), whatever the number of tables, and reads no segment metadata.
+  Known limit: a table deleted and re-created between two syncs whose three znodes come back at
+  the very versions mirrored (e.g. all still 0) is not noticed until one of them changes.
+  Changed and new tables are read as `tables.sync_tables` describes (segment metadata only for
+  new/changed/not-DONE segments).
+- Every sync also refreshes instances (CONFIGS/PARTICIPANT + LIVEINSTANCES), the
+  leadControllerResource partitions (MASTER from its ExternalView, tables by the murmur2 hash),
+  PartitionStatus from the servers' live state in Redis and the triage
+  (`tables.sync_partitions`), and sets `last_synced = now` on every mirrored row it confirmed, with
+  one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+- A second `sync_cluster` can run concurrently only by mistake (the beat entry expires before the
+  next run); it would do the same writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from tables import live_state
+from tables.controller.context import ClusterContext
+from tables.domain import triage
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
+from tables.domain.names import raw_table_name, table_type_of
+from tables.domain.znrecord import ZNRecord
+from tables.models import (
+    LeadControllerPartition,
+    MirroredInstance,
+    MirroredSegment,
+    MirroredTable,
+    MirrorState,
+    PartitionStatus,
+)
+from tables.redisconn import get_redis
+from tables.sync_partitions import live_index, sync_partitions
+from tables.sync_reads import Batch, Pending, ReadCounters, Znode
+from tables.sync_tables import DB_CHUNK, chunks, sync_changed_tables
+from tables.zk import codec
+
+__all__ = ["MIRROR_NAME", "ClusterMissing", "SyncReport", "sync_cluster", "thresholds"]
+
+log = logging.getLogger(__name__)
+
+MIRROR_NAME = "zk"
+INSTANCE_KINDS = {
+    "Server_": "SERVER",
+    "Controller_": "CONTROLLER",
+    "Broker_": "BROKER",
+    "Minion_": "MINION",
+}
+INSTANCE_FIELDS = [
+    "kind", "host", "port", "admin_port", "tags", "enabled", "live", "session_id",
+    "config_version",
+]  # fmt: skip
+
+
+class ClusterMissing(Exception):
+    """The cluster's root (IDEALSTATES) does not exist in ZooKeeper."""
+
+
+@dataclass
+class SyncReport:
+    tables_seen: int = 0
+    tables_changed: int = 0  # read from ZooKeeper (changed versions or new to the mirror)
+    tables_unchanged: int = 0
+    tables_created: int = 0
+    tables_deleted: int = 0
+    tables_failed: dict[str, str] = field(default_factory=dict)
+    segments_read: int = 0  # segment metadata znodes read
+    segments_written: int = 0  # segment rows created or updated
+    segments_deleted: int = 0
+    partitions: int = 0
+    partitions_written: int = 0
+    instances: int = 0
+    samples_written: int = 0
+    samples_pruned: int = 0
+    table_probes: int = 0  # one per known table
+    zk_requests: int = 0
+    zk_round_trips: int = 0
+    duration_ms: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def lines(self) -> list[str]:
+        out = [
+            f"tables: {self.tables_seen} seen, {self.tables_changed} changed "
+            f"({self.tables_created} new), {self.tables_unchanged} unchanged, "
+            f"{self.tables_deleted} deleted, {len(self.tables_failed)} failed",
+            f"segments: {self.segments_read} metadata read, {self.segments_written} written, "
+            f"{self.segments_deleted} deleted",
+            f"partitions: {self.partitions} ({self.partitions_written} written), "
+            f"samples: {self.samples_written} written, {self.samples_pruned} pruned, "
+            f"instances: {self.instances}",
+            f"zookeeper: {self.zk_requests} requests in {self.zk_round_trips} round trips "
+            f"({self.table_probes} table probes)",
+            f"duration: {self.duration_ms} ms",
+        ]
+        out += [f"failed: {name}: {why}" for name, why in sorted(self.tables_failed.items())]
+        out += [f"warning: {w}" for w in self.warnings]
+        if self.error:
+            out.append(f"error: {self.error}")
+        return out
+
+
+def thresholds() -> triage.Thresholds:
+    """The triage thresholds from settings (STALLED_AFTER_SECONDS, TRIAGE_*)."""
+    return triage.Thresholds(
+        stalled_after_s=float(settings.STALLED_AFTER_SECONDS),
+        lagging_records=int(settings.TRIAGE_LAGGING_RECORDS),
+        lagging_time_ms=int(settings.TRIAGE_LAGGING_TIME_MS),
+        idle_after_s=float(settings.TRIAGE_IDLE_AFTER_SECONDS),
+    )
+
+
+def _moment(ms: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+
+
+def sync_cluster(ctx: ClusterContext, now_ms: int | None = None) -> SyncReport:
+    """Bring the mirror up to date with ZooKeeper; see the module docstring."""
+    started = time.perf_counter()
+    now_ms = ctx.now_ms() if now_ms is None else now_ms
+    now = _moment(now_ms)
+    report = SyncReport()
+    counters = ReadCounters()
+    try:
+        _sync(ctx, now_ms, report, counters)
+    except ClusterMissing as exc:
+        report.error = str(exc)
+    except Exception as exc:  # recorded for the console; the next beat tries again
+        log.exception("mirror sync failed")
+        report.error = f"{type(exc).__name__}: {exc}"
+    report.zk_requests = counters.requests
+    report.zk_round_trips = counters.round_trips
+    report.table_probes = counters.probes
+    report.segments_read = counters.segment_reads
+    report.duration_ms = int((time.perf_counter() - started) * 1000)
+    _record_state(report, now)
+    return report
+
+
+def record_unreachable(error: str, now_ms: int) -> SyncReport:
+    """Record a sync that could not start (ZooKeeper unreachable), so pages show why."""
+    report = SyncReport(error=error)
+    _record_state(report, _moment(now_ms))
+    return report
+
+
+def _record_state(report: SyncReport, now: datetime) -> None:
+    problems = [f"{name}: {why}" for name, why in sorted(report.tables_failed.items())]
+    problems += report.warnings
+    if report.error:
+        problems.insert(0, report.error)
+    try:
+        state, _ = MirrorState.objects.get_or_create(name=MIRROR_NAME)
+        state.last_attempt = now
+        if report.ok:
+            state.last_synced = now
+        state.duration_ms = report.duration_ms
+        state.tables_read = report.tables_changed
+        state.segments_read = report.segments_read
+        state.error = "\n".join(problems)[:10_000]
+        state.save()
+    except Exception:  # the database itself is failing: nothing more to record it in
+        log.exception("could not record the mirror state")
+
+
+def _checks(ctx: ClusterContext, table: MirroredTable) -> list[tuple[str, int]]:
+    paths = ctx.paths
+    return [
+        (paths.idealstate(table.name), table.idealstate_version),
+        (paths.externalview(table.name), table.externalview_version),
+        (paths.table_config(table.name), table.config_version),
+    ]
+
+
+def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCounters) -> None:
+    paths = ctx.paths
+    now = _moment(now_ms)
+    existing = {t.name: t for t in MirroredTable.objects.all()}
+
+    # Round trip 1: the listings, and one version probe per known table.
+    batch = Batch(ctx.client, counters)
+    ideal_names = batch.children(paths.idealstates)
+    config_names = batch.children(paths.table_configs)
+    participants = batch.children(paths.participant_configs)
+    lives = batch.children(paths.liveinstances)
+    probes = {name: batch.probe(_checks(ctx, table)) for name, table in existing.items()}
+    batch.wait()
+    if ideal_names.result() is None:
+        raise ClusterMissing(
+            f"cluster {paths.cluster} not found in ZooKeeper ({paths.idealstates} is missing)"
+        )
+    names = sorted(
+        {
+            n
+            for n in (ideal_names.result() or []) + (config_names.result() or [])
+            if table_type_of(n)
+        }
+    )
+
+    # Round trip 2: instances and the lead controller resource.
+    batch = Batch(ctx.client, counters)
+    configs = {n: batch.get(paths.participant_config(n)) for n in participants.result() or []}
+    live_nodes = {n: batch.get(paths.liveinstance(n)) for n in lives.result() or []}
+    lead_ideal = batch.get(paths.idealstate(LEAD_CONTROLLER_RESOURCE))
+    lead_view = batch.get(paths.externalview(LEAD_CONTROLLER_RESOURCE))
+    batch.wait()
+
+    changed = [n for n in names if n not in existing or not probes[n].result()]
+    report.tables_seen = len(names)
+    report.tables_changed = len(changed)
+    report.tables_unchanged = len(names) - len(changed)
+
+    with transaction.atomic():
+        instances = _sync_instances(configs, live_nodes, now, report)
+        lead_n = _sync_lead_controller(lead_ideal, lead_view, names, now, report)
+
+    result = sync_changed_tables(ctx.client, paths, changed, existing, counters, now, lead_n)
+    report.tables_failed = result.failed
+    report.tables_created = result.tables_created
+    report.segments_written = result.segments_written
+    report.segments_deleted = result.segments_deleted
+    report.warnings += result.warnings
+
+    gone = (set(existing) - set(names)) | result.vanished
+    gone_ids = [existing[n].pk for n in gone if n in existing]
+    for id_chunk in chunks(gone_ids, DB_CHUNK):
+        MirroredTable.objects.filter(pk__in=id_chunk).delete()
+    report.tables_deleted = len(gone_ids)
+
+    synced = [
+        existing[n] for n in names if n in existing and n not in gone and n not in result.failed
+    ]
+    live = _live_state(ctx, instances, report)
+    with transaction.atomic():
+        moved = []
+        for table in synced:
+            wanted = lead_partition(table.raw_name, lead_n) if lead_n else None
+            if table.name not in result.shapes and table.lead_partition != wanted:
+                table.lead_partition = wanted
+                moved.append(table)
+        MirroredTable.objects.bulk_update(moved, ["lead_partition"], batch_size=DB_CHUNK)
+        partitions = sync_partitions(
+            synced,
+            result.shapes,
+            live,
+            now_ms,
+            thresholds(),
+            float(settings.MIRROR_SAMPLE_SECONDS),
+            float(settings.MIRROR_SAMPLE_RETENTION_SECONDS),
+        )
+        _confirm(synced, existing, now)
+    report.partitions = partitions.partitions
+    report.partitions_written = partitions.partitions_written
+    report.samples_written = partitions.samples_written
+    report.samples_pruned = partitions.samples_pruned
+
+
+def _confirm(
+    synced: list[MirroredTable], existing: Mapping[str, MirroredTable], now: datetime
+) -> None:
+    """last_synced = now on every row this sync confirmed: one UPDATE per model."""
+    confirmed = {t.pk for t in synced}
+    skipped = [t.pk for t in existing.values() if t.pk not in confirmed]
+    MirroredTable.objects.exclude(pk__in=skipped).update(last_synced=now)
+    MirroredSegment.objects.exclude(table_id__in=skipped).update(last_synced=now)
+    PartitionStatus.objects.exclude(table_id__in=skipped).update(last_synced=now)
+    MirroredInstance.objects.update(last_synced=now)
+    LeadControllerPartition.objects.update(last_synced=now)
+
+
+def _record(znode: Znode | None, what: str, report: SyncReport) -> ZNRecord | None:
+    if znode is None:
+        return None
+    try:
+        return codec.decode(znode.data)
+    except ValueError as exc:
+        report.warnings.append(f"{what}: unreadable ({exc})")
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _instance_values(
+    name: str, config: Znode | None, live: Znode | None, report: SyncReport
+) -> dict[str, object]:
+    kind = next((k for prefix, k in INSTANCE_KINDS.items() if name.startswith(prefix)), "OTHER")
+    record = _record(config, f"instance config {name}", report)
+    simple = record.simple_fields if record else {}
+    live_record = _record(live, f"live instance {name}", report)
+    host, port = simple.get("HELIX_HOST", ""), _int(simple.get("HELIX_PORT"))
+    if not host:  # Helix ids are <prefix><host>_<port>
+        bare = name.split("_", 1)[1] if kind != "OTHER" else name
+        host, _, tail = bare.rpartition("_")
+        host, port = (host, _int(tail)) if host else (bare, None)
+    return {
+        "kind": kind,
+        "host": host,
+        "port": port,
+        "admin_port": _int(simple.get("adminPort")),
+        "tags": list(record.list_fields.get("TAG_LIST", [])) if record else [],
+        "enabled": simple.get("HELIX_ENABLED", "true").lower() != "false",
+        "live": live is not None,
+        "session_id": (live_record.simple_fields.get("SESSION_ID", "") if live_record else ""),
+        "config_version": -1 if config is None else config.version,
+    }
+
+
+def _sync_instances(
+    configs: Mapping[str, Pending[Znode | None]],
+    lives: Mapping[str, Pending[Znode | None]],
+    now: datetime,
+    report: SyncReport,
+) -> dict[str, MirroredInstance]:
+    rows = {row.name: row for row in MirroredInstance.objects.all()}
+    creates, updates = [], []
+    found: dict[str, MirroredInstance] = {}
+    for name in sorted(set(configs) | set(lives)):
+        config = configs[name].result() if name in configs else None
+        live = lives[name].result() if name in lives else None
+        if config is None and live is None:
+            continue
+        values = _instance_values(name, config, live, report)
+        row = rows.get(name)
+        if row is None:
+            row = MirroredInstance(name=name, last_synced=now, **values)
+            creates.append(row)
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            updates.append(row)
+        found[name] = row
+    MirroredInstance.objects.bulk_create(creates)
+    MirroredInstance.objects.bulk_update(updates, INSTANCE_FIELDS)
+    gone = [row.pk for name, row in rows.items() if name not in found]
+    MirroredInstance.objects.filter(pk__in=gone).delete()
+    report.instances = len(found)
+    return found
+
+
+def _sync_lead_controller(
+    ideal: Pending[Znode | None],
+    view: Pending[Znode | None],
+    tables: list[str],
+    now: datetime,
+    report: SyncReport,
+) -> int | None:
+    """Mirror leadControllerResource; returns its number of partitions (None when absent)."""
+    ideal_record = _record(ideal.result(), LEAD_CONTROLLER_RESOURCE, report)
+    view_record = _record(view.result(), f"{LEAD_CONTROLLER_RESOURCE} external view", report)
+    count = None
+    if ideal_record is not None:
+        count = _int(ideal_record.simple_fields.get("NUM_PARTITIONS")) or len(
+            set(ideal_record.map_fields) | set(ideal_record.list_fields)
+        )
+    if not count:
+        LeadControllerPartition.objects.all().delete()
+        return None
+    led: dict[int, list[str]] = {i: [] for i in range(count)}
+    for table in tables:
+        led[lead_partition(raw_table_name(table), count)].append(table)
+    masters = view_record.map_fields if view_record else {}
+    rows = {row.partition_id: row for row in LeadControllerPartition.objects.all()}
+    creates, updates = [], []
+    for i in range(count):
+        name = partition_name(i)
+        master = next((c for c, s in masters.get(name, {}).items() if s == "MASTER"), "")
+        values = {"name": name, "controller": master, "tables": led[i]}
+        row = rows.get(i)
+        if row is None:
+            creates.append(LeadControllerPartition(partition_id=i, last_synced=now, **values))
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            updates.append(row)
+    LeadControllerPartition.objects.bulk_create(creates)
+    LeadControllerPartition.objects.bulk_update(updates, ["name", "controller", "tables"])
+    LeadControllerPartition.objects.filter(partition_id__gte=count).delete()
+    return count
+
+
+def _live_state(
+    ctx: ClusterContext, instances: Mapping[str, MirroredInstance], report: SyncReport
+) -> dict[tuple[str, str], dict[str, live_state.PartitionLive]]:
+    servers = sorted(n for n, row in instances.items() if row.kind == "SERVER" and row.live)
+    if not servers:
+        return {}
+    try:
+        published = live_state.read_all(get_redis(ctx.redis_url), ctx.paths.cluster, servers)
+    except Exception as exc:  # Redis down: every partition reads as not reporting
+        report.warnings.append(f"live state unavailable: {type(exc).__name__}: {exc}")
+        return {}
+    return live_index(published)

@@ -1,0 +1,299 @@
+"""PartitionStatus, ConsumptionSample and table health of the mirror (part of `tables.sync`).
+
+Contract:
+- `live_index` turns what the servers published to Redis (`tables.live_state.read_all`) into
+  `(table, segment) -> {server: PartitionLive}`; a server that is not reporting contributes nothing.
+- `sync_partitions` runs on every sync for every synced table: the partition layout comes from the
+  freshly read IdealState/ExternalView of changed tables (`TableShape`), or from the stored
+  PartitionStatus rows of unchanged ones (no ZooKeeper read). For each REALTIME table and stream
+  partition it joins the IS replicas of the consuming segment with their live state, runs
+  `tables.domain.triage.triage_partition`, keeps `progressed_at` across syncs (now when the offset
+  or the consuming segment changed), and writes only the rows whose values changed; rows of
+  partitions that disappeared are deleted.
+- Each table's health (`triage.table_health`), max lags and rows/s are rolled up from its
+  partitions and its segment counts; only changed table rows are written.
+- One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
+  older than `retention_s` are pruned.
+`last_synced` of unchanged rows is set by `tables.sync` in one UPDATE per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tables.domain import triage
+from tables.live_state import PartitionLive
+from tables.models import (
+    HEALTH_RANK,
+    ConsumptionSample,
+    MirroredSegment,
+    MirroredTable,
+    PartitionStatus,
+)
+from tables.sync_tables import DB_CHUNK, PartitionShape, TableShape, chunks
+
+__all__ = ["PartitionResult", "live_index", "sync_partitions"]
+
+PARTITION_FIELDS = [
+    "consuming_segment", "latest_segment", "replicas", "current_offset", "upstream_offset",
+    "records_lag", "time_lag_ms", "rows_per_s", "progressed_at", "stalled_s", "lost_offsets",
+    "verdict", "verdict_detail", "health", "health_rank", "last_synced",
+]  # fmt: skip
+ROLLUP_FIELDS = [
+    "health", "health_rank", "health_reason", "max_records_lag", "max_time_lag_ms", "rows_per_s",
+]  # fmt: skip
+LIVE_KEYS = (
+    "currentOffset", "upstreamOffset", "recordsLag", "availabilityLagMs", "rowsPerSecond",
+    "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets",
+)  # fmt: skip
+
+
+@dataclass
+class PartitionResult:
+    partitions: int = 0
+    partitions_written: int = 0
+    tables_rolled_up: int = 0
+    samples_written: int = 0
+    samples_pruned: int = 0
+
+
+def live_index(
+    published: Mapping[str, list[PartitionLive] | None],
+) -> dict[tuple[str, str], dict[str, PartitionLive]]:
+    index: dict[tuple[str, str], dict[str, PartitionLive]] = {}
+    for server, items in published.items():
+        for item in items or ():
+            index.setdefault((item.table, item.segmentName), {})[server] = item
+    return index
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _moment(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _replica_live(item: PartitionLive) -> triage.ReplicaLive:
+    return triage.ReplicaLive(
+        consumer_state=item.consumerState,
+        phase=item.phase,
+        current_offset=item.currentOffset,
+        upstream_offset=item.upstreamOffset,
+        records_lag=item.recordsLag or 0,
+        availability_lag_ms=item.availabilityLagMs or 0,
+        last_consumed_ms=item.lastConsumedMs,
+        rows_per_s=float(item.rowsPerSecond or 0.0),
+        lost_offsets=item.lostOffsets or 0,
+        updated_ms=item.updatedMs or 0,
+    )
+
+
+def _stored_shapes(rows: Iterable[PartitionStatus]) -> dict[int, PartitionShape]:
+    return {
+        row.partition: PartitionShape(
+            consuming_segment=row.consuming_segment,
+            latest_segment=row.latest_segment,
+            replicas={r: str(v.get("state", "")) for r, v in (row.replicas or {}).items()},
+        )
+        for row in rows
+    }
+
+
+def _partition_values(
+    table: MirroredTable,
+    partition: int,
+    shape: PartitionShape,
+    live: Mapping[str, PartitionLive],
+    old: PartitionStatus | None,
+    now_ms: int,
+    thresholds: triage.Thresholds,
+) -> tuple[dict[str, Any], triage.PartitionVerdict]:
+    mine = {r: live[r] for r in shape.replicas if r in live} if shape.consuming_segment else {}
+    replicas_live = {r: _replica_live(item) for r, item in mine.items()}
+    current = max(
+        (i.currentOffset for i in mine.values() if i.currentOffset is not None), default=None
+    )
+    progressed_ms = triage.progressed_at(
+        _ms(old.progressed_at) if old else None,
+        old.current_offset if old else None,
+        old.consuming_segment if old else "",
+        current,
+        shape.consuming_segment,
+        now_ms,
+    )
+    facts = triage.PartitionFacts(
+        partition=partition,
+        consuming_segment=shape.consuming_segment,
+        latest_segment=shape.latest_segment,
+        ev_states=shape.replicas if shape.consuming_segment else {},
+        live=replicas_live,
+        pause=triage.PauseInfo(
+            paused=table.paused,
+            reason_code=table.pause_reason,
+            comment=table.pause_comment,
+            time=table.pause_time,
+        ),
+        partition_paused=partition in (table.paused_partitions or []),
+        progressed_at_ms=progressed_ms,
+    )
+    result = triage.triage_partition(facts, now_ms, thresholds)
+    replicas: dict[str, dict[str, Any]] = {}
+    for replica, state in shape.replicas.items():
+        entry: dict[str, Any] = {"state": state}
+        if replica in mine:
+            published = mine[replica].to_dict()
+            entry.update({key: published.get(key) for key in LIVE_KEYS})
+        replicas[replica] = entry
+    values = {
+        "consuming_segment": shape.consuming_segment,
+        "latest_segment": shape.latest_segment,
+        "replicas": replicas,
+        "current_offset": result.current_offset,
+        "upstream_offset": result.upstream_offset,
+        "records_lag": result.records_lag,
+        "time_lag_ms": result.time_lag_ms,
+        "rows_per_s": result.rows_per_s,
+        "progressed_at": _moment(progressed_ms),
+        "stalled_s": result.stalled_s,
+        "lost_offsets": result.lost_offsets,
+        "verdict": str(result.verdict),
+        "verdict_detail": result.detail,
+        "health": str(result.health),
+        "health_rank": HEALTH_RANK[str(result.health)],
+    }
+    return values, result
+
+
+def sync_partitions(
+    tables: list[MirroredTable],
+    shapes: Mapping[str, TableShape],
+    live: Mapping[tuple[str, str], dict[str, PartitionLive]],
+    now_ms: int,
+    thresholds: triage.Thresholds,
+    sample_s: float,
+    retention_s: float,
+) -> PartitionResult:
+    """See the module docstring. `tables`: the synced table rows (changed ones already saved)."""
+    out = PartitionResult()
+    now = _moment(now_ms)
+    ids = [t.pk for t in tables]
+    stored: dict[int, dict[int, PartitionStatus]] = {}
+    updating: set[int] = set()
+    for id_chunk in chunks(ids, DB_CHUNK):
+        for row in PartitionStatus.objects.filter(table_id__in=id_chunk):
+            stored.setdefault(row.table_id, {})[row.partition] = row
+        updating.update(
+            MirroredSegment.objects.filter(table_id__in=id_chunk, display_state="UPDATING")
+            .values_list("table_id", flat=True)
+            .distinct()
+        )
+
+    creates: list[PartitionStatus] = []
+    updates: list[PartitionStatus] = []
+    gone: list[int] = []
+    table_updates: list[MirroredTable] = []
+    sampled: list[tuple[MirroredTable, int, dict[str, Any]]] = []
+    for table in tables:
+        olds = stored.get(table.pk, {})
+        if table.table_type != "REALTIME":
+            layout: dict[int, PartitionShape] = {}
+        elif table.name in shapes:
+            layout = shapes[table.name].partitions
+        else:
+            layout = _stored_shapes(olds.values())
+        verdicts: list[tuple[int, triage.PartitionVerdict]] = []
+        for partition, shape in layout.items():
+            old = olds.get(partition)
+            found = live.get((table.name, shape.consuming_segment), {})
+            values, result = _partition_values(
+                table, partition, shape, found, old, now_ms, thresholds
+            )
+            verdicts.append((partition, result))
+            if result.current_offset is not None:
+                sampled.append((table, partition, values))
+            if old is None:
+                creates.append(
+                    PartitionStatus(table=table, partition=partition, last_synced=now, **values)
+                )
+            elif any(getattr(old, k) != v for k, v in values.items()):
+                for key, value in values.items():
+                    setattr(old, key, value)
+                old.last_synced = now
+                updates.append(old)
+        gone.extend(row.pk for p, row in olds.items() if p not in layout)
+        out.partitions += len(layout)
+        if _roll_up(table, verdicts, table.pk in updating):
+            table_updates.append(table)
+
+    PartitionStatus.objects.bulk_create(creates, batch_size=DB_CHUNK)
+    PartitionStatus.objects.bulk_update(updates, PARTITION_FIELDS, batch_size=DB_CHUNK)
+    for id_chunk in chunks(gone, DB_CHUNK):
+        PartitionStatus.objects.filter(pk__in=id_chunk).delete()
+    MirroredTable.objects.bulk_update(table_updates, ROLLUP_FIELDS, batch_size=DB_CHUNK)
+    out.partitions_written = len(creates) + len(updates)
+    out.tables_rolled_up = len(table_updates)
+    out.samples_written = _sample(sampled, now, sample_s)
+    out.samples_pruned, _ = ConsumptionSample.objects.filter(
+        sampled_at__lt=now - timedelta(seconds=retention_s)
+    ).delete()
+    return out
+
+
+def _roll_up(
+    table: MirroredTable, verdicts: list[tuple[int, triage.PartitionVerdict]], updating: bool
+) -> bool:
+    """Set the table's health and figures from its partitions; True when anything changed."""
+    health, reason = triage.table_health(
+        verdicts,
+        paused=table.paused,
+        error_segments=table.error_segments,
+        percent=table.percent_available,
+        updating=updating,
+    )
+    values = {
+        "health": str(health),
+        "health_rank": HEALTH_RANK[str(health)],
+        "health_reason": reason,
+        "max_records_lag": max((v.records_lag for _, v in verdicts), default=0),
+        "max_time_lag_ms": max((v.time_lag_ms for _, v in verdicts), default=0),
+        "rows_per_s": float(sum(v.rows_per_s for _, v in verdicts)),
+    }
+    changed = any(getattr(table, k) != v for k, v in values.items())
+    for key, value in values.items():
+        setattr(table, key, value)
+    return changed
+
+
+def _sample(
+    sampled: list[tuple[MirroredTable, int, dict[str, Any]]], now: datetime, sample_s: float
+) -> int:
+    if not sampled:
+        return 0
+    recent = set(
+        ConsumptionSample.objects.filter(
+            sampled_at__gt=now - timedelta(seconds=sample_s)
+        ).values_list("table_id", "partition")
+    )
+    rows = [
+        ConsumptionSample(
+            table=table,
+            partition=partition,
+            sampled_at=now,
+            current_offset=values["current_offset"],
+            records_lag=values["records_lag"],
+            time_lag_ms=values["time_lag_ms"],
+            rows_per_s=values["rows_per_s"],
+        )
+        for table, partition, values in sampled
+        if (table.pk, partition) not in recent
+    ]
+    ConsumptionSample.objects.bulk_create(rows, batch_size=DB_CHUNK)
+    return len(rows)

@@ -1,0 +1,123 @@
+"""Pipelined ZooKeeper reads for the mirror (`tables.sync`), with the counts the SyncReport shows.
+
+Contract:
+- A `Batch` collects asynchronous requests (get, get_children, a version probe) on one kazoo
+  client and hands back a `Pending` per request; nothing blocks until a `Pending.result()` is
+  called, so a batch of N requests costs one pipelined round trip, not N. `Batch.wait()` counts
+  that round trip.
+- `Batch.get` resolves to `Znode(data, version, mtime_ms)` or None when the znode is missing;
+  `Batch.children` to a list or None when the parent is missing.
+- `Batch.probe(checks)` asks whether every `(path, version)` still holds, in ONE request: a
+  transaction of `check` ops (success = unchanged). A version of -1 means "the znode did not
+  exist"; ZooKeeper cannot check absence inside a transaction, so such a path costs an `exists`
+  request in the same pipelined batch (unchanged while it still does not exist).
+- `ReadCounters` adds up requests and round trips; it is only bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+__all__ = ["Batch", "Pending", "ReadCounters", "Znode"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Znode:
+    data: bytes
+    version: int
+    mtime_ms: int
+
+
+@dataclass
+class ReadCounters:
+    requests: int = 0
+    round_trips: int = 0
+    probes: int = 0  # version probes of tables (one request each, plus exists for absent znodes)
+    segment_reads: int = 0
+
+
+class Pending(Generic[T]):
+    """An issued request; `result()` blocks until its answer is in."""
+
+    def __init__(self, wait: Callable[[], T]) -> None:
+        self._wait = wait
+        self._done = False
+        self._value: T | None = None
+
+    def result(self) -> T:
+        if not self._done:
+            self._value = self._wait()
+            self._done = True
+        return self._value  # type: ignore[return-value]
+
+
+def _get(async_result: Any) -> Znode | None:
+    try:
+        data, stat = async_result.get()
+    except NoNodeError:
+        return None
+    return Znode(data or b"", stat.version, stat.mtime)
+
+
+def _children(async_result: Any) -> list[str] | None:
+    try:
+        return list(async_result.get())
+    except NoNodeError:
+        return None
+
+
+class Batch:
+    def __init__(self, client: KazooClient, counters: ReadCounters) -> None:
+        self.client = client
+        self.counters = counters
+        self._pending: list[Pending[Any]] = []
+
+    def _track(self, pending: Pending[T]) -> Pending[T]:
+        self._pending.append(pending)
+        return pending
+
+    def get(self, path: str, segment: bool = False) -> Pending[Znode | None]:
+        self.counters.requests += 1
+        if segment:
+            self.counters.segment_reads += 1
+        handle = self.client.get_async(path)
+        return self._track(Pending(lambda: _get(handle)))
+
+    def children(self, path: str) -> Pending[list[str] | None]:
+        self.counters.requests += 1
+        handle = self.client.get_children_async(path)
+        return self._track(Pending(lambda: _children(handle)))
+
+    def probe(self, checks: Sequence[tuple[str, int]]) -> Pending[bool]:
+        """True when every znode is still at its version (-1: still absent)."""
+        present = [(path, version) for path, version in checks if version >= 0]
+        absent = [path for path, version in checks if version < 0]
+        waits: list[Callable[[], bool]] = []
+        if present:
+            tx = self.client.transaction()
+            for path, version in present:
+                tx.check(path, version)
+            handle = tx.commit_async()
+            self.counters.requests += 1
+            waits.append(lambda: not any(isinstance(r, Exception) for r in handle.get()))
+        for path in absent:
+            exists = self.client.exists_async(path)
+            self.counters.requests += 1
+            waits.append(lambda exists=exists: exists.get() is None)
+        self.counters.probes += 1
+        return self._track(Pending(lambda: all(wait() for wait in waits)))
+
+    def wait(self) -> None:
+        """Collect every answer of the batch (one round trip) and start a new batch."""
+        for pending in self._pending:
+            pending.result()
+        if self._pending:
+            self.counters.round_trips += 1
+        self._pending = []

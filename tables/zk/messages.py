@@ -1,0 +1,228 @@
+"""Helix messages: the znodes under `/<c>/INSTANCES/<instance>/MESSAGES` (reference §1.4, §4.5).
+
+This module is the only code that creates, reads, changes or deletes message znodes.
+
+Contract:
+- A message is a ZNRecord whose id is its `MSG_ID` (a UUID); its simpleFields hold Helix's
+  attributes (`MSG_ID`, `MSG_TYPE`, `MSG_SUBTYPE`, `MSG_STATE` = `new`, `CREATE_TIMESTAMP`,
+  `SRC_NAME`, `SRC_INSTANCE_TYPE`, `SRC_CLUSTER`, `TGT_NAME`, `TGT_SESSION_ID`, `RESOURCE_NAME`,
+  `TIMEOUT`, `RETRY_COUNT`) plus the fields of the message itself. Pinot's FORCE_COMMIT message
+  (`ForceCommitMessage`) is `MSG_TYPE` = `USER_DEFINE_MSG`, `MSG_SUBTYPE` = `FORCE_COMMIT`,
+  `TIMEOUT` = `-1`, `tableName` = the table with type, `segmentNames` = the names joined by ",".
+  `PARTITION_NAME` is left out: Pinot's recipient criteria leave the partition unset.
+- `send_message` creates the znode and never overwrites one (ids are fresh UUIDs).
+- The recipient: `mark_read` sets `MSG_STATE` = `read`, `READ_TIMESTAMP` and `EXE_SESSION_ID` with
+  compare-and-set (as Helix's executor does before it handles a message), `delete_message` removes
+  the message once handled. Both are idempotent: a message already gone is not an error.
+- `watch_messages` puts a kazoo ChildrenWatch on an instance's MESSAGES folder (which must exist;
+  participant registration creates it). The callback gets the sorted message ids after every
+  change, on kazoo's callback thread: it must return quickly, and returns False to stop watching.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from tables.domain.znrecord import ZNRecord
+from tables.zk.paths import ClusterPaths
+from tables.zk.records import create_record, read_record, update_record
+
+__all__ = [
+    "FORCE_COMMIT",
+    "MSG_SUBTYPE",
+    "MSG_TYPE",
+    "SEGMENT_NAMES",
+    "TABLE_NAME",
+    "TGT_SESSION_ID",
+    "USER_DEFINE_MSG",
+    "ForceCommitRequest",
+    "delete_message",
+    "force_commit_message",
+    "mark_read",
+    "message_ids",
+    "new_message",
+    "parse_force_commit",
+    "read_message",
+    "send_message",
+    "watch_messages",
+]
+
+MSG_ID = "MSG_ID"
+MSG_TYPE = "MSG_TYPE"
+MSG_SUBTYPE = "MSG_SUBTYPE"
+MSG_STATE = "MSG_STATE"
+CREATE_TIMESTAMP = "CREATE_TIMESTAMP"
+READ_TIMESTAMP = "READ_TIMESTAMP"
+EXE_SESSION_ID = "EXE_SESSION_ID"
+SRC_NAME = "SRC_NAME"
+SRC_INSTANCE_TYPE = "SRC_INSTANCE_TYPE"
+SRC_CLUSTER = "SRC_CLUSTER"
+TGT_NAME = "TGT_NAME"
+TGT_SESSION_ID = "TGT_SESSION_ID"
+RESOURCE_NAME = "RESOURCE_NAME"
+TIMEOUT = "TIMEOUT"
+RETRY_COUNT = "RETRY_COUNT"
+
+USER_DEFINE_MSG = "USER_DEFINE_MSG"
+FORCE_COMMIT = "FORCE_COMMIT"
+TABLE_NAME = "tableName"
+SEGMENT_NAMES = "segmentNames"
+STATE_NEW, STATE_READ = "new", "read"
+PARTICIPANT = "PARTICIPANT"
+
+
+def new_message(
+    msg_type: str,
+    subtype: str | None,
+    *,
+    source: str,
+    cluster: str,
+    target: str,
+    target_session: str | None,
+    resource: str | None,
+    now_ms: int,
+    fields: dict[str, str] | None = None,
+    timeout_ms: int = -1,
+    msg_id: str | None = None,
+) -> ZNRecord:
+    """A Helix message addressed to `target` (on `target_session` when given)."""
+    msg_id = msg_id or str(uuid.uuid4())
+    simple = {
+        MSG_ID: msg_id,
+        MSG_TYPE: msg_type,
+        MSG_STATE: STATE_NEW,
+        CREATE_TIMESTAMP: str(now_ms),
+        SRC_NAME: source,
+        SRC_INSTANCE_TYPE: PARTICIPANT,
+        SRC_CLUSTER: cluster,
+        TGT_NAME: target,
+        TIMEOUT: str(timeout_ms),
+        RETRY_COUNT: "0",
+    }
+    if subtype is not None:
+        simple[MSG_SUBTYPE] = subtype
+    if target_session:
+        simple[TGT_SESSION_ID] = target_session
+    if resource:
+        simple[RESOURCE_NAME] = resource
+    simple.update(fields or {})
+    return ZNRecord(id=msg_id, simple_fields=simple)
+
+
+def force_commit_message(
+    table: str,
+    segments: Iterable[str],
+    *,
+    source: str,
+    cluster: str,
+    target: str,
+    target_session: str | None,
+    now_ms: int,
+    msg_id: str | None = None,
+) -> ZNRecord:
+    """Pinot's FORCE_COMMIT message for `segments` of `table` (with type)."""
+    return new_message(
+        USER_DEFINE_MSG,
+        FORCE_COMMIT,
+        source=source,
+        cluster=cluster,
+        target=target,
+        target_session=target_session,
+        resource=table,
+        now_ms=now_ms,
+        fields={TABLE_NAME: table, SEGMENT_NAMES: ",".join(sorted(set(segments)))},
+        msg_id=msg_id,
+    )
+
+
+@dataclass(frozen=True)
+class ForceCommitRequest:
+    table: str
+    segments: tuple[str, ...]
+
+
+def parse_force_commit(record: ZNRecord) -> ForceCommitRequest | None:
+    """The FORCE_COMMIT request a message carries, or None when it is another kind of message."""
+    simple = record.simple_fields
+    if simple.get(MSG_TYPE) != USER_DEFINE_MSG or simple.get(MSG_SUBTYPE) != FORCE_COMMIT:
+        return None
+    names = [n.strip() for n in simple.get(SEGMENT_NAMES, "").split(",")]
+    return ForceCommitRequest(simple.get(TABLE_NAME, ""), tuple(n for n in names if n))
+
+
+# --- ZooKeeper ----------------------------------------------------------------------------------
+def send_message(client: KazooClient, paths: ClusterPaths, record: ZNRecord) -> str:
+    """Create the message znode under its `TGT_NAME`'s MESSAGES folder; returns its path."""
+    target = record.simple_fields[TGT_NAME]
+    path = paths.message(target, record.id)
+    create_record(client, path, record)
+    return path
+
+
+def message_ids(client: KazooClient, paths: ClusterPaths, instance: str) -> list[str]:
+    """The ids of the messages waiting for `instance`, sorted ([] when it has no folder)."""
+    try:
+        return sorted(client.get_children(paths.messages(instance)))
+    except NoNodeError:
+        return []
+
+
+def read_message(
+    client: KazooClient, paths: ClusterPaths, instance: str, msg_id: str
+) -> ZNRecord | None:
+    """The message, or None when it is gone. An unreadable znode raises ZNRecordError."""
+    found = read_record(client, paths.message(instance, msg_id))
+    return None if found is None else found.record
+
+
+def mark_read(
+    client: KazooClient,
+    paths: ClusterPaths,
+    instance: str,
+    msg_id: str,
+    session: str,
+    now_ms: int,
+) -> bool:
+    """`MSG_STATE` = read (compare-and-set); False when the message is gone."""
+
+    def read(record: ZNRecord) -> ZNRecord | None:
+        if record.simple_fields.get(MSG_STATE) == STATE_READ:
+            return None
+        out = record.copy()
+        out.simple_fields[MSG_STATE] = STATE_READ
+        out.simple_fields[READ_TIMESTAMP] = str(now_ms)
+        out.simple_fields[EXE_SESSION_ID] = session
+        return out
+
+    try:
+        update_record(client, paths.message(instance, msg_id), read)
+    except NoNodeError:
+        return False
+    return True
+
+
+def delete_message(client: KazooClient, paths: ClusterPaths, instance: str, msg_id: str) -> bool:
+    """Remove the message; False when it was gone already."""
+    try:
+        client.delete(paths.message(instance, msg_id))
+    except NoNodeError:
+        return False
+    return True
+
+
+def watch_messages(
+    client: KazooClient,
+    paths: ClusterPaths,
+    instance: str,
+    callback: Callable[[list[str]], bool | None],
+) -> ChildrenWatch:
+    """Call `callback(sorted ids)` now and after every change of `instance`'s MESSAGES."""
+    return ChildrenWatch(
+        client, paths.messages(instance), lambda children: callback(sorted(children))
+    )

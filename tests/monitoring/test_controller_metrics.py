@@ -1,0 +1,444 @@
+"""Controller-side /metrics: cluster state from the mirror under Pinot's names and labels (§9.3),
+and the Prometheus / Grafana files of deploy/ that use them.
+
+Mirror rows are written straight into the database (the fixture code below), the scrape goes
+through the Django test client like Prometheus's would: anonymous, with ZooKeeper unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from kazoo.client import KazooClient
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitoring.controller_metrics import DEFINITIONS
+from monitoring.server_metrics import server_registry
+from tables.models import (
+    DurableCounter,
+    LeadControllerPartition,
+    MirroredInstance,
+    MirroredTable,
+    MirrorState,
+    PartitionStatus,
+)
+from tables.server.consumer import PartitionStats
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+MAX_QUERIES = 6
+# Pinot's names and its `tableType` label are camelCase; the console's own names are not.
+CAMEL_CASE_LINT = re.compile(
+    r"^(pinot_(controller|server)_\w+ (metric|label)|pinot_console_\w+ label) names should be "
+    r"written in 'snake_case' not 'camelCase'$"
+)
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail(
+            "promtool is not installed: scripts/bootstrap.sh installs it (Debian package "
+            "`prometheus`); the metrics and deploy/prometheus files are checked with it"
+        )
+    return path
+
+
+# --- mirror fixture code --------------------------------------------------------------------------
+
+
+def make_table(raw: str, table_type: str = "REALTIME", **fields: Any) -> MirroredTable:
+    return MirroredTable.objects.create(
+        name=f"{raw}_{table_type}",
+        raw_name=raw,
+        table_type=table_type,
+        last_synced=timezone.now(),
+        **fields,
+    )
+
+
+def make_partitions(table: MirroredTable, lags: list[tuple[int, int]]) -> None:
+    PartitionStatus.objects.bulk_create(
+        PartitionStatus(
+            table=table,
+            partition=partition,
+            records_lag=records,
+            time_lag_ms=time_ms,
+            verdict="OK",
+            last_synced=timezone.now(),
+        )
+        for partition, (records, time_ms) in enumerate(lags)
+    )
+
+
+def make_instance(name: str, kind: str, live: bool) -> None:
+    MirroredInstance.objects.create(name=name, kind=kind, live=live, last_synced=timezone.now())
+
+
+def make_lead_partitions(masters: list[str]) -> None:
+    LeadControllerPartition.objects.bulk_create(
+        LeadControllerPartition(
+            partition_id=i,
+            name=f"leadControllerResource_{i}",
+            controller=master,
+            last_synced=timezone.now(),
+        )
+        for i, master in enumerate(masters)
+    )
+
+
+def make_many_tables(count: int, partitions: int = 16) -> None:
+    for i in range(count):
+        table = make_table(f"t{i:04d}", error_replicas=i % 3, paused=i % 2 == 0)
+        make_partitions(table, [(p * 10, p * 100) for p in range(partitions)])
+        DurableCounter.increment("segmentBuildFailures", table.raw_name)
+
+
+@pytest.fixture
+def cluster_mirror() -> None:
+    """Two realtime tables and an offline one, partitions, counters, instances, leadership."""
+    events = make_table(
+        "githubEvents",
+        error_replicas=2,
+        error_segments=1,
+        percent_available=75,
+        paused=True,
+        missing_consuming=1,
+        pauseless=True,
+        missing_download_url=3,
+    )
+    make_partitions(events, [(0, 0), (1500, 42000)])
+    make_table("airlineStats", percent_available=100)
+    make_table("airlineStats", table_type="OFFLINE", error_replicas=1, percent_available=50)
+    DurableCounter.increment("segmentBuildFailures", "githubEvents", by=2)
+    DurableCounter.increment("reingestionFailures", "githubEvents")
+    DurableCounter.increment("llcStreamDataLoss", "githubEvents_REALTIME", by=5)
+    DurableCounter.increment("llcStateMachineAborts", "airlineStats")
+    DurableCounter.increment("notExposedYet", "githubEvents")
+    make_instance("Server_127.0.0.1_8098", "SERVER", live=True)
+    make_instance("Server_127.0.0.1_8099", "SERVER", live=False)
+    make_instance("Controller_127.0.0.1_9000", "CONTROLLER", live=True)
+    make_instance("Controller_127.0.0.1_9001", "CONTROLLER", live=True)
+    make_lead_partitions(["Controller_127.0.0.1_9000"] * 3 + ["Controller_127.0.0.1_9001", ""])
+    MirrorState.objects.create(
+        name="zk",
+        last_synced=timezone.now() - timedelta(seconds=30),
+        last_attempt=timezone.now(),
+        duration_ms=250,
+        error="",
+    )
+
+
+def scrape(client) -> str:
+    resp = client.get("/metrics")
+    assert resp.status_code == 200, resp.content[:500]
+    assert resp["Content-Type"].startswith("text/plain; version=")
+    return resp.content.decode()
+
+
+def samples(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """family name -> {sorted label pairs: value}."""
+    found: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        series = found.setdefault(family.name, {})
+        for sample in family.samples:
+            series[tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def labels(**pairs: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pairs.items()))
+
+
+def types(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+
+
+# --- the scrape -----------------------------------------------------------------------------------
+
+
+def test_the_families_labels_and_values_are_pinots(client, cluster_mirror) -> None:
+    text = scrape(client)
+    got = samples(text)
+    ev = labels(table="githubEvents", tableType="REALTIME")
+    air = labels(table="airlineStats", tableType="REALTIME")
+    air_off = labels(table="airlineStats", tableType="OFFLINE")
+
+    assert got["pinot_controller_segmentsInErrorState_Value"] == {ev: 2, air: 0, air_off: 1}
+    assert got["pinot_controller_percentSegmentsAvailable_Value"] == {
+        ev: 75,
+        air: 100,
+        air_off: 50,
+    }
+    assert got["pinot_controller_segmentsMissingDownloadUrl_Value"] == {ev: 3, air: 0, air_off: 0}
+    # Realtime-only gauges: no OFFLINE series.
+    assert got["pinot_controller_tableConsumptionPaused_Value"] == {ev: 1, air: 0}
+    assert got["pinot_controller_missingConsumingSegmentTotalCount_Value"] == {ev: 1, air: 0}
+    assert got["pinot_controller_pauselessConsumptionEnabled_Value"] == {ev: 1, air: 0}
+
+    p0 = labels(table="githubEvents", tableType="REALTIME", partition="0")
+    p1 = labels(table="githubEvents", tableType="REALTIME", partition="1")
+    assert got["pinot_controller_maxRecordsLag_Value"] == {p0: 0, p1: 1500}
+    assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {p0: 0, p1: 42000}
+
+    # Durable counters: a 0 for every realtime table; the stored `_REALTIME` name is the raw one.
+    assert got["pinot_controller_segmentBuildFailures_Count"] == {ev: 2, air: 0}
+    assert got["pinot_controller_reingestionFailures_Count"] == {ev: 1, air: 0}
+    assert got["pinot_controller_llcStreamDataLoss_Count"] == {ev: 5, air: 0}
+    assert got["pinot_controller_llcStateMachineAborts_Count"] == {
+        labels(table="githubEvents"): 0,
+        labels(table="airlineStats"): 1,
+    }
+    assert not any("notExposedYet" in name for name in got)
+
+    assert got["pinot_controller_LeaderPartitionCount_Value"] == {
+        labels(controller="Controller_127.0.0.1_9000"): 3,
+        labels(controller="Controller_127.0.0.1_9001"): 1,
+    }
+    assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 1}
+    assert got["pinot_console_live_instances"] == {
+        labels(kind="SERVER"): 1,
+        labels(kind="CONTROLLER"): 2,
+    }
+    assert got["pinot_console_instances"] == {
+        labels(kind="SERVER"): 2,
+        labels(kind="CONTROLLER"): 2,
+    }
+    assert got["pinot_console_tables"] == {
+        labels(tableType="REALTIME"): 2,
+        labels(tableType="OFFLINE"): 1,
+    }
+    assert 30 <= got["pinot_console_mirror_age_seconds"][()] < 90
+    assert got["pinot_console_mirror_sync_duration_seconds"] == {(): 0.25}
+    assert got["pinot_console_mirror_sync_error"] == {(): 0}
+    synced_at = got["pinot_console_mirror_last_sync_timestamp_seconds"][()]
+    assert abs(synced_at - timezone.now().timestamp()) < 90
+
+    # Exactly the defined families, each once, with the defined type; `_Count` stays untyped
+    # (Pinot's JMX exporter names) instead of becoming a `_total` counter.
+    assert types(text) == {d.name: d.kind for d in DEFINITIONS.values()}
+    assert text.count("# HELP ") == len(DEFINITIONS)
+    for definition in DEFINITIONS.values():
+        assert len(definition.help) > 30, definition.name
+        for series in got.get(definition.name, {}):
+            assert {k for k, _ in series} <= set(definition.labels), (definition.name, series)
+
+
+def test_an_empty_mirror_still_scrapes_and_says_it_never_synced(client) -> None:
+    got = samples(scrape(client))
+    assert got["pinot_console_mirror_age_seconds"] == {(): math.inf}
+    assert got["pinot_console_mirror_last_sync_timestamp_seconds"] == {}
+    assert got["pinot_controller_segmentsInErrorState_Value"] == {}
+    assert got["pinot_console_live_instances"] == {
+        labels(kind="SERVER"): 0,
+        labels(kind="CONTROLLER"): 0,
+    }
+    assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 0}
+
+
+def test_a_failing_sync_and_a_cluster_wide_counter_are_reported(client) -> None:
+    MirrorState.objects.create(name="zk", last_synced=None, duration_ms=1200, error="ZK down")
+    DurableCounter.increment("llcStreamDataLoss", "", by=4)
+    got = samples(scrape(client))
+    assert got["pinot_console_mirror_sync_error"] == {(): 1}
+    assert got["pinot_console_mirror_sync_duration_seconds"] == {(): 1.2}
+    assert got["pinot_controller_llcStreamDataLoss_Count"] == {(): 4}
+
+
+def test_prometheus_scrapes_without_a_session(client, cluster_mirror) -> None:
+    resp = client.get("/metrics")  # no login: the LoginRequiredMiddleware lets it through
+    assert resp.status_code == 200
+    assert b"pinot_controller_segmentsInErrorState_Value" in resp.content
+    assert "no-cache" in resp["Cache-Control"]
+    assert client.head("/metrics").status_code == 200
+    assert client.post("/metrics").status_code == 405
+
+
+def test_a_scrape_never_touches_zookeeper(client, cluster_mirror, settings, monkeypatch) -> None:
+    settings.ZK_HOSTS = "127.0.0.1:1"
+
+    def no_zookeeper(*args: object, **kwargs: object) -> None:
+        raise AssertionError("/metrics opened a ZooKeeper client")
+
+    monkeypatch.setattr(KazooClient, "__init__", no_zookeeper)
+    got = samples(scrape(client))
+    assert got["pinot_controller_segmentsInErrorState_Value"]
+
+
+@pytest.mark.parametrize("tables", [5, 50])
+def test_the_query_count_does_not_grow_with_the_tables(
+    client, django_assert_max_num_queries, tables: int
+) -> None:
+    make_many_tables(tables)
+    with django_assert_max_num_queries(MAX_QUERIES):
+        got = samples(scrape(client))
+    assert len(got["pinot_controller_segmentsInErrorState_Value"]) == tables
+    assert len(got["pinot_controller_maxRecordsLag_Value"]) == tables * 16
+    assert len(got["pinot_controller_segmentBuildFailures_Count"]) == tables
+
+
+def test_the_query_count_is_the_same_for_5_and_50_tables(client) -> None:
+    make_many_tables(5)
+    with CaptureQueriesContext(connection) as few:
+        scrape(client)
+    for i in range(45):
+        make_partitions(make_table(f"more{i:04d}"), [(1, 1)] * 16)
+    with CaptureQueriesContext(connection) as many:
+        got = samples(scrape(client))
+    assert len(got["pinot_controller_percentSegmentsAvailable_Value"]) == 50
+    assert len(few) == len(many) <= MAX_QUERIES
+
+
+def test_promtool_accepts_the_exposition(client, cluster_mirror) -> None:
+    """No parse error, no lint problem but the camelCase names and labels that Pinot's JMX
+    exporter rules produce (§9.3), and none at all in this console's own families."""
+    DurableCounter.increment("llcStreamDataLoss", "", by=1)  # a mixed-label family too
+    text = scrape(client)
+    result = subprocess.run(
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode in (0, 3), output  # 3: lint problems only, listed below
+    problems = [line for line in output.splitlines() if line.strip()]
+    unexpected = [line for line in problems if not CAMEL_CASE_LINT.match(line)]
+    assert unexpected == [], output
+    assert not any(
+        line.startswith("pinot_console_") and " metric names " in line for line in problems
+    )
+
+
+# --- deploy/ --------------------------------------------------------------------------------------
+
+
+def test_promtool_accepts_the_scrape_config_and_the_alert_rules() -> None:
+    for args in (
+        ["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+        ["check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
+        # Alert unit tests: firing after `for`, one alert per table / partition whichever
+        # targets answered, paused tables exempt from lag alerts, the rendered console links.
+        ["test", "rules", str(DEPLOY / "prometheus" / "alerts_test.yml")],
+    ):
+        result = subprocess.run(
+            [promtool(), *args], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "SUCCESS" in result.stdout
+
+
+def emitted_families(controller_text: str) -> set[str]:
+    """Every family name this project exports: the controller's and a server's."""
+    stats = PartitionStats("githubEvents_REALTIME", "githubEvents", 0, rows_consumed=10)
+    instance = SimpleNamespace(
+        stats={("githubEvents_REALTIME", 0): stats},
+        committer=SimpleNamespace(build_failures={}),
+        client=SimpleNamespace(responses={"HOLD": 1, "COMMIT_SUCCESS": 1, "NOT_LEADER": 1}),
+    )
+    server_text = generate_latest(server_registry(instance)).decode()  # type: ignore[arg-type]
+    return set(types(controller_text)) | set(types(server_text))
+
+
+def metric_references(expr: str) -> tuple[set[str], set[str]]:
+    """(metric names, regexes over metric names) an expression mentions."""
+    patterns = set()
+    for quoted in re.findall(r'"([^"]*)"', expr):
+        if quoted.startswith("pinot_") and re.search(r"[.*+()\[\]|]", quoted):
+            patterns.add(quoted)
+    bare = re.sub(r'"[^"]*"', '""', expr)
+    return set(re.findall(r"\bpinot_\w+", bare)), patterns
+
+
+def check_references(exprs: list[str], families: set[str]) -> None:
+    for expr in exprs:
+        names, patterns = metric_references(expr)
+        assert names or patterns, f"no pinot metric in {expr!r}"
+        assert names <= families, (sorted(names - families), expr)
+        for pattern in patterns:
+            assert any(re.fullmatch(pattern, f) for f in families), (pattern, expr)
+
+
+def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
+    exprs = []
+    stack = list(dashboard["panels"])
+    while stack:
+        panel = stack.pop()
+        stack.extend(panel.get("panels", []))
+        exprs.extend(target["expr"] for target in panel.get("targets", []))
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            exprs.append(variable["query"]["query"])
+    return exprs
+
+
+def test_the_grafana_dashboard_queries_only_metrics_we_export(client, cluster_mirror) -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "pinot-realtime.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    exprs = dashboard_exprs(dashboard)
+    families = emitted_families(scrape(client))
+    check_references(exprs, families)
+    for wanted in (
+        "pinot_server_realtimeRowsConsumed_Count",
+        "pinot_controller_maxRecordsLag_Value",
+        "pinot_controller_maxRecordAvailabilityLagMs_Value",
+        "pinot_controller_segmentsInErrorState_Value",
+        "pinot_controller_percentSegmentsAvailable_Value",
+        "pinot_controller_tableConsumptionPaused_Value",
+        "pinot_controller_missingConsumingSegmentTotalCount_Value",
+        "pinot_server_llcControllerResponse",
+        "pinot_console_mirror_age_seconds",
+    ):
+        assert any(wanted in expr for expr in exprs), wanted
+    stack = list(dashboard["panels"])
+    while stack:
+        panel = stack.pop()
+        if panel["type"] != "row":
+            assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_the_dashboard_queries_are_valid_promql(tmp_path) -> None:
+    """promtool parses each dashboard query (Grafana's variables replaced) as a recording rule."""
+    dashboard = json.loads((DEPLOY / "grafana" / "pinot-realtime.json").read_text())
+    rules = []
+    for i, expr in enumerate(dashboard_exprs(dashboard)):
+        if expr.startswith("label_values("):
+            continue  # a Grafana function, not PromQL
+        expr = expr.replace("$__rate_interval", "5m").replace("$table", ".*")
+        rules.append({"record": f"dashboard:query{i}", "expr": expr})
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = subprocess.run(
+        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_uses_our_metrics_and_links_into_the_console(client, cluster_mirror) -> None:
+    import yaml
+
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    families = emitted_families(scrape(client))
+    check_references([a["expr"] for a in alerts if "pinot_" in a["expr"]], families)
+    for alert in alerts:
+        link = alert["annotations"]["console_url"]
+        assert link.startswith("{{ $externalLabels.console_url }}/"), alert["alert"]
+        if "partition" in alert["expr"] and "by (table, tableType, partition)" in alert["expr"]:
+            assert "/partitions/{{ $labels.partition }}/" in link, alert["alert"]
+        elif "by (table, tableType)" in alert["expr"]:
+            assert "/ui/tables/{{ $labels.table }}_" in link or "/ui/errors/" in link
