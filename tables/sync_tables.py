@@ -30,6 +30,7 @@ from tables.domain import triage
 from tables.domain.flush import (
     FLUSH_THRESHOLD_ROWS,
     FLUSH_THRESHOLD_ROWS_LEGACY,
+    FLUSH_THRESHOLD_SEGMENT_ROWS,
     FLUSH_THRESHOLD_TIME,
     FLUSH_THRESHOLD_TIME_LEGACY,
 )
@@ -154,7 +155,9 @@ def _config_values(name: str, config: TableConfig | None, ideal: ZNRecord | None
             "config": {},
         }
     stream = config.stream_config
-    rows = _first(stream, (FLUSH_THRESHOLD_ROWS, *FLUSH_THRESHOLD_ROWS_LEGACY))
+    rows = _first(
+        stream, (FLUSH_THRESHOLD_ROWS, *FLUSH_THRESHOLD_ROWS_LEGACY, FLUSH_THRESHOLD_SEGMENT_ROWS)
+    )
     return {
         "tenant": f"{config.server_tenant}_{table_type}" if table_type else config.server_tenant,
         "replication": config.replication,

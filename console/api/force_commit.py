@@ -25,7 +25,7 @@ from console.audit import OperatorAction, record
 from tables.controller import context
 from tables.controller.errors import ServiceError
 from tables.controller.force_commit import BatchConfig, ForceCommitManager
-from tables.domain.names import raw_table_name
+from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.models import AuditEntry
 
 from .pinot import PinotView
@@ -55,7 +55,11 @@ class ForceCommit(PinotView):
     audit_action = ACTION
 
     def audit_target(self, request: Request, table: str = "", **_: Any) -> str:
-        return raw_table_name(table)
+        """The table with its type, as pages name it (`t_REALTIME`), whatever form was given."""
+        try:
+            return table_name_with_type(raw_table_name(table))
+        except InvalidName:
+            return table
 
     @extend_schema(parameters=_QUERY, request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, table: str) -> Response:

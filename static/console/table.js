@@ -50,6 +50,8 @@
   document.getElementById("force-commit-cancel").addEventListener("click", function () {
     dialog.close();
   });
+  // Rendered disabled: usable only once this script has bound it (a click before would be lost).
+  button.disabled = false;
 
   form.addEventListener("submit", async function (event) {
     event.preventDefault();

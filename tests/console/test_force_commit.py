@@ -233,7 +233,8 @@ def test_force_commit_sends_pinots_message_and_records_the_job(operator, table, 
     assert json.loads(job["segmentsForceCommitted"]) == targets
 
     (audit,) = AuditEntry.objects.all()
-    assert (audit.action, audit.target, audit.result) == ("force_commit", "githubEvents", "OK")
+    expected = ("force_commit", "githubEvents_REALTIME", "OK")
+    assert (audit.action, audit.target, audit.result) == expected
     assert (audit.username, audit.role, audit.status_code) == ("op", "operator", 200)
     assert audit.reason == "roll the segments"
     assert audit.detail == {"jobId": job_id, "segments": targets}
@@ -340,7 +341,8 @@ def test_a_viewer_is_refused_audited_and_nothing_changes(viewer, table, zk):
     assert reply.status_code == 403
     assert snapshot(zk) == before
     (audit,) = AuditEntry.objects.all()
-    assert (audit.action, audit.target, audit.result) == ("force_commit", "githubEvents", "DENIED")
+    expected = ("force_commit", "githubEvents_REALTIME", "DENIED")
+    assert (audit.action, audit.target, audit.result) == expected
     assert (audit.username, audit.role, audit.status_code) == ("oncall", "viewer", 403)
     assert audit.reason == "please"
 

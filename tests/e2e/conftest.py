@@ -3,6 +3,7 @@ ZooKeeper chroot (so the Spark worker builds for them), stopped with SIGTERM aft
 
 from __future__ import annotations
 
+import glob
 from collections.abc import Iterator
 
 import pytest
@@ -20,7 +21,7 @@ def live(zk) -> set[str]:
 def ingest(worker_zk, celery_workers, tmp_path, request) -> Iterator[IngestCluster]:
     # Logs: var/test/logs/<test name>-<process>.log, fresh for each run of the test.
     cluster = IngestCluster(celery_workers.zk_hosts, tmp_path / "servers", request.node.name)
-    for old in cluster.log_dir.glob(f"{request.node.name}-*.log"):
+    for old in cluster.log_dir.glob(f"{glob.escape(request.node.name)}-*.log"):
         old.unlink()
     cluster.start_controller()
     for index in range(3):
