@@ -1,8 +1,10 @@
 """The ZooKeeper -> database mirror: a full sync against an unchanged re-sync.
 
 A synthetic cluster (`bench/synthetic.py`: `--tables` tables x 16 partitions x 10 segments,
-replication 2 over 6 fake servers) is written into a fresh chroot of the ZooKeeper at
-`--zk-hosts`, and mirrored into a throwaway SQLite database (`--db`, migrated first):
+replication 2 over 6 fake servers) is written into a fresh chroot of a private ZooKeeper this
+script starts and stops (`bench/zk_private.py`; the test ZooKeeper's small heap would not hold
+1,000 tables), or of the one at `--zk-hosts`, and mirrored into a throwaway SQLite database
+(`--db`, migrated first):
 
 - full sync: the mirror emptied, then `tables.sync.sync_cluster` reads every table, every
   segment's metadata and writes every row (`--full-runs` times);
@@ -10,7 +12,7 @@ replication 2 over 6 fake servers) is written into a fresh chroot of the ZooKeep
   no segment metadata read, `last_synced` confirmed with one UPDATE per model (`--runs` times).
 
     .venv/bin/python bench/mirror.py [--tables 1000] [--runs 5] [--full-runs 2]
-                                     [--zk-hosts 127.0.0.1:21811] [--redis-url redis://...]
+                                     [--zk-hosts HOST:PORT] [--redis-url redis://...]
 
 Prints the write time of the cluster, each run's duration with the SyncReport counters, the
 medians and their ratio (full / re-sync). The chroot and the database are deleted at the end.
@@ -98,11 +100,21 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5, help="unchanged re-syncs")
     parser.add_argument("--full-runs", type=int, default=2)
-    parser.add_argument("--zk-hosts", default="127.0.0.1:21811")
+    parser.add_argument("--zk-hosts", help="an existing ZooKeeper (default: start a private one)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:16380/1")
     parser.add_argument("--db", type=Path, default=ROOT / "var" / "bench" / "mirror.sqlite3")
     args = parser.parse_args()
+    if args.zk_hosts:
+        _bench(args, args.zk_hosts)
+        return
+    from bench.zk_private import PrivateZooKeeper
 
+    with PrivateZooKeeper() as zk:
+        print(f"private ZooKeeper on {zk.hosts}")
+        _bench(args, zk.hosts, private=True)
+
+
+def _bench(args: argparse.Namespace, zk_hosts: str, private: bool = False) -> None:
     _setup_django(args.db, args.redis_url)
     from bench.synthetic import delete_tree, write_cluster
     from tables.controller.context import ClusterContext
@@ -110,9 +122,9 @@ def main() -> None:
     from tables.zk.paths import ClusterPaths
 
     chroot = f"/bench-mirror-{uuid.uuid4().hex[:10]}"
-    root = new_client(args.zk_hosts)
+    root = new_client(zk_hosts)
     root.ensure_path(chroot)
-    client = new_client(args.zk_hosts + chroot, timeout=30)
+    client = new_client(zk_hosts + chroot, timeout=30)
     now_ms = int(time.time() * 1000)
     try:
         started = time.perf_counter()
@@ -127,7 +139,7 @@ def main() -> None:
         print(
             f"synthetic cluster: {len(cluster.tables)} tables x {args.partitions} partitions x "
             f"{args.segments} segments, {cluster.znodes} znodes written in "
-            f"{time.perf_counter() - started:.1f} s ({args.zk_hosts}{chroot})"
+            f"{time.perf_counter() - started:.1f} s ({zk_hosts}{chroot})"
         )
         ctx = ClusterContext(client, ClusterPaths("PinotCluster"), args.redis_url)
         full = []
@@ -145,9 +157,10 @@ def main() -> None:
     finally:
         client.stop()
         client.close()
-        started = time.perf_counter()
-        deleted = delete_tree(root, chroot, keep_root=False)
-        print(f"chroot deleted ({deleted} znodes, {time.perf_counter() - started:.1f} s)")
+        if not private:  # a private ZooKeeper's data goes with it
+            started = time.perf_counter()
+            deleted = delete_tree(root, chroot, keep_root=False)
+            print(f"chroot deleted ({deleted} znodes, {time.perf_counter() - started:.1f} s)")
         root.stop()
         root.close()
         for suffix in ("", "-wal", "-shm"):

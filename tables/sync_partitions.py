@@ -33,7 +33,7 @@ from tables.models import (
     MirroredTable,
     PartitionStatus,
 )
-from tables.sync_tables import DB_CHUNK, PartitionShape, TableShape, chunks
+from tables.sync_tables import DB_CHUNK, PartitionShape, TableShape, chunks, rewrite_rows
 
 __all__ = ["PartitionResult", "live_index", "sync_partitions"]
 
@@ -234,7 +234,7 @@ def sync_partitions(
             table_updates.append(table)
 
     PartitionStatus.objects.bulk_create(creates, batch_size=DB_CHUNK)
-    PartitionStatus.objects.bulk_update(updates, PARTITION_FIELDS, batch_size=DB_CHUNK)
+    rewrite_rows(PartitionStatus, updates, ["table", "partition"], PARTITION_FIELDS)
     for id_chunk in chunks(gone, DB_CHUNK):
         PartitionStatus.objects.filter(pk__in=id_chunk).delete()
     MirroredTable.objects.bulk_update(table_updates, ROLLUP_FIELDS, batch_size=DB_CHUNK)

@@ -18,12 +18,13 @@ Table health, lags and `last_synced` of unchanged rows are `tables.sync`'s busin
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from kazoo.client import KazooClient
 
 from tables.domain import triage
@@ -123,6 +124,25 @@ def _ms(moment: datetime) -> int:
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def rewrite_rows(
+    model: type[models.Model], rows: Sequence[models.Model], unique: list[str], fields: list[str]
+) -> None:
+    """Write changed rows back as one upsert per chunk (INSERT ... ON CONFLICT(unique) DO UPDATE).
+
+    `bulk_update` builds a CASE WHEN per field and row: at 16,000 partitions that is a minute of
+    Python per sync. The upsert on the natural key costs one plain statement per chunk; the rows
+    keep their ids (the copies written here have none, and conflict on `unique`).
+    """
+    fresh = []
+    for row in rows:
+        clone = copy.copy(row)
+        clone.pk = None
+        fresh.append(clone)
+    model.objects.bulk_create(
+        fresh, DB_CHUNK, update_conflicts=True, unique_fields=unique, update_fields=fields
+    )
 
 
 def _decode(znode: Znode | None) -> ZNRecord | None:
@@ -457,7 +477,7 @@ def _write_table(
                 setattr(old, key, value)
             updates.append(old)
     MirroredSegment.objects.bulk_create(creates, batch_size=DB_CHUNK)
-    MirroredSegment.objects.bulk_update(updates, SEGMENT_FIELDS, batch_size=DB_CHUNK)
+    rewrite_rows(MirroredSegment, updates, ["table", "name"], SEGMENT_FIELDS)
     gone = [
         row.pk
         for segment, row in olds.items()

@@ -7,7 +7,6 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -22,6 +21,7 @@ from tables.models import (
     MirrorState,
     PartitionStatus,
 )
+from tests.accounts import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ SYNCED_TEXT = "2026-01-02T03:04:05Z"
 
 def user_with(role: str, username: str | None = None):
     user = get_user_model().objects.create_user(username or role, password="pw-for-tests-123")
-    user.groups.add(Group.objects.get(name=role))
+    grant(user, role)
     return user
 
 

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests import envdefaults
+from tests.accounts import grant
 
 pytestmark = [
     pytest.mark.browser,
@@ -56,13 +57,12 @@ def test_the_table_page_draws_charts_refreshes_and_gates_force_commit(
     page, live_server, django_user_model
 ):
     """Mirror rows only (no cluster): Plotly from the package, auto-refresh, the dialog."""
-    from django.contrib.auth.models import Group
 
     from tables.models import PartitionStatus
     from tests.console import mirror_factory as mf
 
     operator = django_user_model.objects.create_user("otto", password="a-long-test-password")
-    operator.groups.add(Group.objects.get_or_create(name="operator")[0])
+    grant(operator, "operator")
     django_user_model.objects.create_user("vera", password="a-long-test-password")
     mf.mirror_state()
     events = mf.table("events")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tables.models import MirroredTable
+from tests.accounts import grant
 from tests.console import mirror_factory as mf
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def viewer(client, django_user_model):
 @pytest.fixture
 def operator(client, django_user_model):
     user = django_user_model.objects.create_user("otto", password=PASSWORD)
-    user.groups.add(Group.objects.get_or_create(name="operator")[0])
+    grant(user, "operator")
     client.force_login(user)
     return client
 

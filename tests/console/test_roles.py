@@ -23,6 +23,7 @@ from console import roles
 from console.api.cluster_auth import ClusterService
 from console.audit import OperatorAction
 from tables.models import AuditEntry
+from tests.accounts import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +46,7 @@ urlpatterns = [
 def make_user(username: str, role: str | None = None, **flags):
     user = get_user_model().objects.create_user(username, password="a-long-test-password", **flags)
     if role:
-        user.groups.add(Group.objects.get(name=role))
+        grant(user, role)
     return user
 
 
@@ -77,7 +78,7 @@ def test_role_of_each_kind_of_account():
     assert roles.role_of(make_user("o", roles.OPERATOR)) == roles.OPERATOR
     assert roles.role_of(make_user("a", roles.ADMIN)) == roles.ADMIN
     both = make_user("both", roles.OPERATOR)
-    both.groups.add(Group.objects.get(name=roles.ADMIN))
+    grant(both, roles.ADMIN)
     assert roles.role_of(both) == roles.ADMIN
     assert roles.role_of(make_user("root", is_superuser=True)) == roles.ADMIN
     assert roles.role_of(ClusterService()) == "cluster"

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group
 from kazoo.client import KazooClient
 from playwright.sync_api import BrowserContext, Page, expect
 
@@ -39,6 +38,7 @@ from tables.streams.redis_streams import RedisStreamProvider
 from tables.zk import messages
 from tables.zk.records import read_record
 from tests import envdefaults
+from tests.accounts import grant
 from tests.cluster_fixtures import PATHS, load
 from tests.e2e.console_stack import ConsoleStack
 from tests.ingest_cluster import admin_get, produce, table_config
@@ -192,7 +192,7 @@ def _zk_state(zk: KazooClient, manager: ResourceManager) -> dict[str, Any]:
 
 def _user(django_user_model, username: str, role: str):
     user = django_user_model.objects.create_user(username, password=PASSWORD)
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
+    grant(user, role)
     return user
 
 

@@ -15,7 +15,6 @@ import re
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from tables.controller import context
@@ -23,6 +22,7 @@ from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisStreamProvider
+from tests.accounts import grant
 from tests.cluster_fixtures import load
 from tests.ingest_cluster import (
     IngestCluster,
@@ -46,7 +46,7 @@ ROWS = 400  # far below the flush threshold: nothing commits unless forced
 
 def _operator(django_user_model) -> APIClient:
     user = django_user_model.objects.create_user("op", password="a-long-test-password")
-    user.groups.add(Group.objects.get(name="operator"))
+    grant(user, "operator")
     client = APIClient()
     client.force_authenticate(user)
     return client
