@@ -8,15 +8,20 @@ Views audit their own outcome (OK / REJECTED / FAILED) with `record`, after the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.utils import timezone
 from rest_framework.permissions import BasePermission
 
 from console import roles
+from tables.controller.errors import ServiceError
+from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.models import AuditEntry
 
-__all__ = ["OperatorAction", "record", "source_of"]
+__all__ = ["OperatorAction", "audited", "reason_of", "record", "source_of", "table_target"]
+
+T = TypeVar("T")
 
 
 def source_of(request: Any) -> str:
@@ -73,3 +78,66 @@ class OperatorAction(BasePermission):
         record(request, action, target, AuditEntry.Result.DENIED, reason=reason, status_code=403)
         self.message = f"role {roles.role_of(user)!r} may not perform {action!r}"
         return False
+
+
+def audited(
+    request: Any,
+    action: str,
+    target: str,
+    reason: str,
+    call: Callable[[], T],
+    detail: Callable[[T], dict[str, Any]] = lambda _: {},
+) -> T:
+    """Run an operator action and audit its outcome: OK (200, `detail(result)`), REJECTED (a 4xx
+    ServiceError) or FAILED (a 5xx one, or any other exception, re-raised as Pinot's 500 with the
+    message). Permission refusals never get here: `OperatorAction` audits those."""
+    try:
+        result = call()
+    except ServiceError as exc:
+        outcome = AuditEntry.Result.REJECTED if exc.status < 500 else AuditEntry.Result.FAILED
+        record(
+            request,
+            action,
+            target,
+            outcome,
+            reason=reason,
+            status_code=exc.status,
+            detail={"error": exc.message},
+        )
+        raise
+    except Exception as exc:  # ZooKeeper trouble and the like
+        message = f"{action} of {target} failed: {type(exc).__name__}: {exc}"
+        record(
+            request,
+            action,
+            target,
+            AuditEntry.Result.FAILED,
+            reason=reason,
+            status_code=500,
+            detail={"error": message},
+        )
+        raise ServiceError(message) from exc
+    record(
+        request,
+        action,
+        target,
+        AuditEntry.Result.OK,
+        reason=reason,
+        status_code=200,
+        detail=detail(result),
+    )
+    return result
+
+
+def table_target(table: str) -> str:
+    """The audit target of a table action: the name with its type (`t_REALTIME`), as pages name
+    it, whatever form the caller gave."""
+    try:
+        return table_name_with_type(raw_table_name(table))
+    except InvalidName:
+        return table
+
+
+def reason_of(request: Any) -> str:
+    params = request.query_params
+    return params.get("comment") or params.get("reason") or ""

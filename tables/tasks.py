@@ -13,6 +13,7 @@ from celery import shared_task
 from django.conf import settings
 
 from tables.controller import builds, context
+from tables.controller.force_commit import BatchRun, ForceCommitManager
 from tables.segments.spark import get_session
 
 
@@ -79,3 +80,15 @@ def sync_mirror() -> None:
         sync.record_unreachable(str(exc), int(time.time() * 1000))
         return
     sync.sync_cluster(ctx)
+
+
+@shared_task(name="tables.force_commit_batches", ignore_result=True)
+def force_commit_batches(**run: object) -> None:
+    """One step of a batched force commit (`ForceCommitManager.advance`); re-schedules itself
+    until every batch is sent or the run gives up."""
+    manager = ForceCommitManager(context.current(), source=settings.CONTROLLER_INSTANCE_ID)
+    following = manager.advance(BatchRun.from_kwargs(**run))
+    if following is not None:
+        force_commit_batches.apply_async(
+            kwargs=following.as_kwargs(), countdown=following.batch.check_interval_s
+        )

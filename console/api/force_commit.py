@@ -21,12 +21,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.audit import OperatorAction, record
+from console.audit import OperatorAction, audited, reason_of, table_target
 from tables.controller import context
-from tables.controller.errors import ServiceError
-from tables.controller.force_commit import BatchConfig, ForceCommitManager
-from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
-from tables.models import AuditEntry
+from tables.controller.force_commit import BatchConfig, ForceCommitManager, ForceCommitResult
 
 from .pinot import PinotView
 
@@ -55,58 +52,29 @@ class ForceCommit(PinotView):
     audit_action = ACTION
 
     def audit_target(self, request: Request, table: str = "", **_: Any) -> str:
-        """The table with its type, as pages name it (`t_REALTIME`), whatever form was given."""
-        try:
-            return table_name_with_type(raw_table_name(table))
-        except InvalidName:
-            return table
+        return table_target(table)
 
     @extend_schema(parameters=_QUERY, request=None, responses=OpenApiTypes.OBJECT)
     def post(self, request: Request, table: str) -> Response:
         params = request.query_params
-        comment = params.get("comment") or params.get("reason") or ""
-        target = self.audit_target(request, table)
-        try:
+
+        def run() -> ForceCommitResult:
             batch = BatchConfig.parse(
                 params.get("batchSize"),
                 params.get("batchStatusCheckIntervalSec"),
                 params.get("batchStatusCheckTimeoutSec"),
             )
-            result = _manager().force_commit(
+            return _manager().force_commit(
                 table, params.get("partitions"), params.get("segments"), batch
             )
-        except ServiceError as exc:
-            outcome = AuditEntry.Result.REJECTED if exc.status < 500 else AuditEntry.Result.FAILED
-            record(
-                request,
-                ACTION,
-                target,
-                outcome,
-                reason=comment,
-                status_code=exc.status,
-                detail={"error": exc.message},
-            )
-            raise
-        except Exception as exc:  # ZooKeeper trouble and the like: Pinot's 500 with the message
-            message = f"force commit of {table} failed: {type(exc).__name__}: {exc}"
-            record(
-                request,
-                ACTION,
-                target,
-                AuditEntry.Result.FAILED,
-                reason=comment,
-                status_code=500,
-                detail={"error": message},
-            )
-            raise ServiceError(message) from exc
-        record(
+
+        result = audited(
             request,
             ACTION,
-            target,
-            AuditEntry.Result.OK,
-            reason=comment,
-            status_code=200,
-            detail={"jobId": result.job_id, "segments": list(result.segments)},
+            table_target(table),
+            reason_of(request),
+            run,
+            lambda done: {"jobId": done.job_id, "segments": list(done.segments)},
         )
         return Response(result.response())
 

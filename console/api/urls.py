@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import completion, consuming, force_commit, leader, pinot
+from . import completion, consuming, force_commit, leader, pause, pinot
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
@@ -28,6 +28,17 @@ urlpatterns = [
         name="force-commit-status",
     ),
     path("tables/<str:table>/forceCommit", force_commit.ForceCommit.as_view(), name="force-commit"),
+    path(
+        "tables/<str:table>/pauseConsumption",
+        pause.PauseConsumption.as_view(),
+        name="pause-consumption",
+    ),
+    path(
+        "tables/<str:table>/resumeConsumption",
+        pause.ResumeConsumption.as_view(),
+        name="resume-consumption",
+    ),
+    path("tables/<str:table>/pauseStatus", pause.PauseStatus.as_view(), name="pause-status"),
     path(
         "tables/<str:table>/consumingSegmentsInfo",
         consuming.ConsumingSegmentsInfo.as_view(),

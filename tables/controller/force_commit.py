@@ -14,11 +14,11 @@
   the round's segments, each server picks its own. A round with targets but no live recipient
   raises ServiceError (500) "No force commit message was sent for table: X".
 - Batching: when `batch_size` < #targets, the targets are split round-robin over their instances
-  (`segment_batches`); the first batch is sent in the request, the rest by a daemon thread of this
-  process (not a Celery task: the batches die with the process, as Pinot's do with its
-  controller). Batch i+1 is sent once every segment of batch i is DONE in ZooKeeper (or deleted),
-  checked every `check_interval_s`; after `check_timeout_s` the thread gives up and the remaining
-  batches are not sent (logged), as Pinot does.
+  (`segment_batches`); the first batch is sent in the request, the rest by the Celery task
+  `tables.force_commit_batches`, which runs `advance` every `check_interval_s`: batch i+1 is sent
+  once every segment of batch i is DONE in ZooKeeper (or deleted); when batch i is not DONE
+  `check_timeout_s` after it was sent, the remaining batches are not sent (logged), as Pinot
+  does. The schedule lives in the broker, so it outlives the web process that took the request.
 - Job record: mapField `<jobId>` of `PROPERTYSTORE/CONTROLLER_JOBS/FORCE_COMMIT` (record id
   FORCE_COMMIT) with `jobId`, `tableName` (with type), `jobType` = FORCE_COMMIT, `submissionTimeMs`
   and `segmentsForceCommitted` (a compact JSON array string of every target, all batches), written
@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -260,8 +259,45 @@ class ForceCommitResult:
         return body
 
 
-def _start_thread(target: Callable[[], None], name: str) -> None:
-    threading.Thread(target=target, name=name, daemon=True).start()
+@dataclass(frozen=True)
+class BatchRun:
+    """The state of a batched force commit between two Celery runs: send `rounds[index]` once
+    every segment of `rounds[index - 1]` is DONE, or give up at `deadline` (epoch seconds)."""
+
+    table: str
+    rounds: tuple[tuple[str, ...], ...]
+    index: int
+    deadline: float
+    batch: BatchConfig
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rounds": [list(r) for r in self.rounds],
+            "index": self.index,
+            "deadline": self.deadline,
+            "batch": [
+                self.batch.batch_size,
+                self.batch.check_interval_s,
+                self.batch.check_timeout_s,
+            ],
+        }
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> BatchRun:
+        return cls(
+            kwargs["table"],
+            tuple(tuple(r) for r in kwargs["rounds"]),
+            int(kwargs["index"]),
+            float(kwargs["deadline"]),
+            BatchConfig(*kwargs["batch"]),
+        )
+
+
+def _schedule_with_celery(run: BatchRun) -> None:
+    from tables.tasks import force_commit_batches  # tasks import the controller: import late
+
+    force_commit_batches.apply_async(kwargs=run.as_kwargs(), countdown=run.batch.check_interval_s)
 
 
 class ForceCommitManager:
@@ -269,14 +305,13 @@ class ForceCommitManager:
         self,
         ctx: ClusterContext,
         source: str = "controller",
-        background: Callable[[Callable[[], None], str], None] = _start_thread,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        schedule: Callable[[BatchRun], None] = _schedule_with_celery,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.ctx, self.zk, self.paths = ctx, ctx.client, ctx.paths
         self.source = source or "controller"
         self.resources = ResourceManager(ctx)
-        self._background, self._sleep, self._clock = background, sleep, clock
+        self._schedule, self._clock = schedule, clock
 
     # --- forceCommit ------------------------------------------------------------------------
     def force_commit(
@@ -292,24 +327,35 @@ class ForceCommitManager:
         wanted_partitions = parse_partitions(partitions) if partitions is not None else None
         wanted_segments = parse_segments(segments) if segments is not None else None
         table = self.resources.table_name(name)
-        ideal = self._enabled_idealstate(table)
-        self._check_allowed(table)
-        submitted_ms = self.ctx.now_ms()
+        ideal = self.enabled_idealstate(table)
+        self.check_allowed(table)
         consuming = [
             s
             for s, replicas in ideal.map_fields.items()
             if InstanceState.CONSUMING in replicas.values()
         ]
         targets = select_targets(consuming, wanted_partitions, wanted_segments)
+        return self.start(table, targets, ideal.map_fields, batch)
+
+    def start(
+        self,
+        table: str,
+        targets: list[str],
+        assignment: Mapping[str, Mapping[str, str]],
+        batch: BatchConfig,
+    ) -> ForceCommitResult:
+        """Send the first batch of FORCE_COMMIT messages for `targets`, schedule the rest, and
+        record the job (see the module contract)."""
+        submitted_ms = self.ctx.now_ms()
         if batch.batch_size >= len(targets):
             rounds = [targets] if targets else []
         else:
-            rounds = segment_batches(ideal.map_fields, targets, batch.batch_size)
+            rounds = segment_batches(assignment, targets, batch.batch_size)
         sent = self.send(table, rounds[0]) if rounds else 0
         if len(rounds) > 1:
-            self._background(
-                lambda: self.run_batches(table, rounds, batch), f"force-commit-{table}"
-            )
+            deadline = self._clock() + batch.check_timeout_s
+            frozen = tuple(tuple(r) for r in rounds)
+            self._schedule(BatchRun(table, frozen, 1, deadline, batch))
         job_id = str(uuid.uuid4())
         try:
             self.add_job(job_id, table, submitted_ms, targets)
@@ -325,15 +371,18 @@ class ForceCommitManager:
         )
         return ForceCommitResult(table, tuple(targets), job_id, len(rounds), sent)
 
-    def _enabled_idealstate(self, table: str) -> ZNRecord:
+    def enabled_idealstate(self, table: str, check_enabled: bool = True) -> ZNRecord:
+        """The table's IdealState: 404 when there is none, 400 when it is disabled."""
         found = read_record(self.zk, self.paths.idealstate(table))
         if found is None:
             raise NotFound(f"Table {table} not found!")
-        if found.record.simple_fields.get("HELIX_ENABLED", "true").lower() == "false":
+        enabled = found.record.simple_fields.get("HELIX_ENABLED", "true").lower() != "false"
+        if check_enabled and not enabled:
             raise BadRequest(f"Table {table} is disabled!")
         return found.record
 
-    def _check_allowed(self, table: str) -> None:
+    def check_allowed(self, table: str) -> None:
+        """400 when the table may not be force committed (`validateForceCommitAllowed`)."""
         config = self.resources.get_table_config(table)
         if not is_inconsistent_during_consumption(config.rest):
             return
@@ -393,35 +442,33 @@ class ForceCommitManager:
         return sessions
 
     # --- batches ------------------------------------------------------------------------------
-    def run_batches(self, table: str, rounds: list[list[str]], batch: BatchConfig) -> bool:
-        """Send rounds 2.. (round 1 went out already), each once the previous one is DONE.
-        Returns False when it gave up (a round not DONE in time, or a send failed)."""
+    def advance(self, run: BatchRun) -> BatchRun | None:
+        """One step of a batched force commit: the run to schedule next, or None when it is over
+        (every batch sent, or given up: the previous batch was not DONE by the deadline, or a
+        send failed; logged, as Pinot's batch thread does)."""
+        previous = list(run.rounds[run.index - 1])
+        if self.segments_yet_to_be_committed(run.table, previous):
+            if self._clock() < run.deadline:
+                return run
+            remaining = sum(len(r) for r in run.rounds[run.index :])
+            log.error(
+                "force commit of %s: batch %s not committed within %d s; the remaining %d "
+                "segment(s) are not force committed",
+                run.table,
+                previous,
+                run.batch.check_timeout_s,
+                remaining,
+            )
+            return None
         try:
-            for index in range(1, len(rounds)):
-                if not self._wait_done(table, rounds[index - 1], batch):
-                    log.error(
-                        "force commit of %s: batch %s not committed within %d s; "
-                        "the remaining %d segment(s) are not force committed",
-                        table,
-                        rounds[index - 1],
-                        batch.check_timeout_s,
-                        sum(len(r) for r in rounds[index:]),
-                    )
-                    return False
-                self.send(table, rounds[index])
+            self.send(run.table, list(run.rounds[run.index]))
         except Exception:
-            log.exception("force commit of %s: sending a batch failed; giving up", table)
-            return False
-        return True
-
-    def _wait_done(self, table: str, segments: list[str], batch: BatchConfig) -> bool:
-        deadline = self._clock() + batch.check_timeout_s
-        while True:
-            self._sleep(batch.check_interval_s)
-            if not self.segments_yet_to_be_committed(table, segments):
-                return True
-            if self._clock() >= deadline:
-                return False
+            log.exception("force commit of %s: sending a batch failed; giving up", run.table)
+            return None
+        if run.index + 1 >= len(run.rounds):
+            return None
+        deadline = self._clock() + run.batch.check_timeout_s
+        return BatchRun(run.table, run.rounds, run.index + 1, deadline, run.batch)
 
     def segments_yet_to_be_committed(self, table: str, segments: Iterable[str]) -> list[str]:
         """Those of `segments` whose metadata exists and is not DONE, in the order given."""

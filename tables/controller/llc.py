@@ -3,11 +3,12 @@
 `commit_segment_metadata` performs the three ZooKeeper steps of a normal commit, each a
 compare-and-set write:
 1. the committing segment's metadata: IN_PROGRESS -> DONE with the built segment's facts;
-2. the next segment's metadata (IN_PROGRESS at the committed end offset), unless the table or the
-   partition is paused or the stream no longer has the partition;
+2. the next segment's metadata (IN_PROGRESS at the committed end offset), unless the stream no
+   longer has the partition;
 3. one IdealState update: the committing segment ONLINE on all its replicas, the next segment
-   CONSUMING on its instances — refused when the MAX_SEGMENT_COMPLETION_TIME guard (§6.5) trips,
-   that is when `now` is past the committing metadata's znode mtime plus
+   CONSUMING on its instances unless that very IdealState has the table or partition paused;
+   refused when the MAX_SEGMENT_COMPLETION_TIME guard (§6.5) trips, that is when `now` is past
+   the committing metadata's znode mtime plus
    `max.segment.completion.time.millis` (cluster config, default 300 000 ms): a commit that slow is
    left to the healing manager, which uses the same guard, so the two never both act.
 If step 3 fails or the next segment did not make it into the IdealState (a pause raced the
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
-from tables.domain.commit import CommitRejected, apply_commit, is_partition_paused
+from tables.domain.commit import CommitRejected, apply_commit
 from tables.domain.flush import CommittedSegmentStats, FlushThresholdUpdater, make_updater
 from tables.domain.idealstate import InstanceState
 from tables.domain.names import LLCSegmentName
@@ -170,11 +171,10 @@ class LLCSegmentManager:
         done: SegmentZKMetadata,
     ) -> tuple[SegmentZKMetadata | None, list[str]]:
         """The next segment's metadata (created in ZooKeeper) and the replicas it goes to, or
-        (None, []) when the partition is paused or ended."""
+        (None, []) when the partition ended. Whether the table or partition is paused is decided
+        by step 3 alone, on the IdealState it replaces: a pause or resume that lands between the
+        two steps then cannot leave the partition without its next segment, or with one."""
         table = config.table_name_with_type
-        ideal = read_record(self.zk, self.paths.idealstate(table))
-        if ideal is None or is_partition_paused(ideal.record, name.partition_group_id):
-            return None, []
         partitions = self._partition_count(config)
         if partitions is not None and name.partition_group_id >= partitions:
             return None, []  # the partition ended

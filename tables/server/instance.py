@@ -19,7 +19,9 @@ Contract:
   rewritten, compare-and-set, after every transition.
 - Messages: once registered, `messages` (`tables.server.messages.MessageHandler`) watches
   INSTANCES/<id>/MESSAGES and handles FORCE_COMMIT; a consumer started by a transition is
-  reported to it (`consumer_started`), so a force commit that came meanwhile is not lost.
+  reported to it (`consumer_started`), so a force commit that came meanwhile is not lost. A
+  consumer started while its table or partition is paused in the IdealState is force committed at
+  once (an empty segment, usually): a pause never waits for a server that was down or slow.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from tables.controller.context import ClusterContext
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager
+from tables.domain.commit import is_partition_paused
 from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_states import SegmentState, next_step
@@ -276,6 +279,8 @@ class ServerInstance:
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
                 self.messages.consumer_started(table, segment, replica.consumer)
+                if self._paused(table, segment):
+                    replica.consumer.force_commit()
             elif target is SegmentState.ONLINE:
                 self._fetch(table, segment)
             elif target is SegmentState.DROPPED:
@@ -293,6 +298,17 @@ class ServerInstance:
                 replica.busy = False
             self._publish(table)
             self._wake.set()
+
+    def _paused(self, table: str, segment: str) -> bool:
+        """Is the segment's table or partition paused in the IdealState this server last saw?"""
+        with self._lock:
+            ideal = self._ideal.get(table)
+        name = LLCSegmentName.parse(segment)
+        return (
+            ideal is not None
+            and name is not None
+            and is_partition_paused(ideal, name.partition_group_id)
+        )
 
     def _stop_consumer(self, replica: Replica, finish: bool = False) -> None:
         """Stop the replica's consumer; `finish` (going ONLINE) lets it ask KEEP/DISCARD first."""

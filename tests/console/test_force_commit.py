@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from tables.controller import context
@@ -20,6 +19,7 @@ from tables.controller.errors import BadRequest
 from tables.controller.force_commit import (
     MAX_JOBS,
     BatchConfig,
+    BatchRun,
     ForceCommitManager,
     add_job,
     is_inconsistent_during_consumption,
@@ -33,6 +33,7 @@ from tables.domain.znrecord import ZNRecord
 from tables.models import AuditEntry
 from tables.zk import messages
 from tables.zk.records import read_record, update_record
+from tests.accounts import grant
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.ingest_cluster import table_config
 
@@ -115,7 +116,7 @@ def test_partial_upsert_tables_are_inconsistent_during_consumption():
 def _user(django_user_model, name: str, role: str | None) -> APIClient:
     user = django_user_model.objects.create_user(name, password="a-long-test-password")
     if role:
-        user.groups.add(Group.objects.get(name=role))
+        grant(user, role)
     client = APIClient()
     client.force_authenticate(user)
     return client
@@ -372,37 +373,32 @@ def test_no_live_server_is_a_failure(operator, table, zk):
 @pytest.mark.redis
 @pytest.mark.django_db
 def test_batches_are_sent_once_the_previous_one_is_done(table, zk):
-    started: list = []
-    slept: list[float] = []
-    clock = [0.0]
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        clock[0] += seconds
-
+    scheduled: list[BatchRun] = []
+    clock = [1000.0]
     manager = ForceCommitManager(
-        context.current(),
-        source="c",
-        background=lambda run, name: started.append(run),
-        sleep=sleep,
-        clock=lambda: clock[0],
+        context.current(), source="c", schedule=scheduled.append, clock=lambda: clock[0]
     )
     result = manager.force_commit("githubEvents", batch=BatchConfig(2, 3, 7))
     assert result.batches == 2 and result.job_id is not None
-    assert len(started) == 1  # the remaining batch goes to the background thread
+    (run,) = scheduled  # the remaining batch goes to Celery, to be checked every 3 s
+    assert (run.index, run.deadline, run.batch) == (1, 1007.0, BatchConfig(2, 3, 7))
+    assert BatchRun.from_kwargs(**run.as_kwargs()) == run  # what the task carries round-trips
     first = sent_names(zk)
-    assert len(first) == 2
+    assert len(first) == 2 and set(run.rounds[0]) == first
     second = set(table.values()) - first
+    assert set(run.rounds[1]) == second
 
-    # Batch 1 never gets DONE: after the timeout (3 checks, 3 s apart) batch 2 is not sent.
-    assert not manager.run_batches(TABLE, [sorted(first), sorted(second)], BatchConfig(2, 3, 7))
-    assert slept == [3, 3, 3]
+    # Batch 1 not DONE yet: check again later; past the deadline, give up without sending.
+    clock[0] = 1006.0
+    assert manager.advance(run) == run
+    clock[0] = 1007.0
+    assert manager.advance(run) is None
     assert sent_names(zk) == first
 
-    # Once batch 1 is DONE, batch 2 goes out to its hosts.
+    # Once batch 1 is DONE, batch 2 goes out to its hosts and the run is over.
     for segment in first:
         mark_done(zk, segment)
-    assert manager.run_batches(TABLE, [sorted(first), sorted(second)], BatchConfig(2, 3, 7))
+    assert manager.advance(run) is None
     assert sent_names(zk) == set(table.values())
 
 
