@@ -338,3 +338,27 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.target}"
+
+    @property
+    def summary(self) -> str:
+        """One line on what the action did, from `detail` (pages show it beside the reason)."""
+        detail = self.detail if isinstance(self.detail, dict) else {}
+        if "error" in detail:
+            return str(detail["error"])
+        parts = []
+        if detail.get("segments") and isinstance(detail["segments"][0], dict):  # a resume
+            made = detail["segments"]
+            parts.append(f"{len(made)} new consuming segment(s)")
+            for s in made:
+                if s.get("skipped"):
+                    parts.append(
+                        f"{s['segment']}: skipped {s['skipped']} offset(s) from {s['skippedFrom']} "
+                        f"({s['skipReason']})"
+                    )
+        elif detail.get("consumingSegments") is not None:  # a pause
+            if not detail.get("written", True):
+                parts.append("already paused")
+            parts.append(f"{len(detail['consumingSegments'])} segment(s) to commit")
+        elif detail.get("segments"):  # a force commit
+            parts.append(f"{len(detail['segments'])} segment(s) to commit")
+        return "; ".join(parts)

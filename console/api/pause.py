@@ -80,6 +80,12 @@ def _resume_detail(result: ResumeResult) -> dict[str, Any]:
     }
 
 
+def count_data_loss(result: ResumeResult) -> None:
+    """Offsets the stream dropped before a resume could read them: `llcStreamDataLoss`."""
+    if result.data_loss:
+        DurableCounter.increment("llcStreamDataLoss", result.table, by=result.data_loss)
+
+
 class _TableAction(PinotView):
     permission_classes = [OperatorAction]
 
@@ -123,8 +129,7 @@ class ResumeConsumption(_TableAction):
         result = audited(
             request, "resume", table_target(table), reason_of(request), run, _resume_detail
         )
-        if result.data_loss:
-            DurableCounter.increment("llcStreamDataLoss", result.table, by=result.data_loss)
+        count_data_loss(result)
         return Response(result.details)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import schema, v1
+from . import bulk, schema, v1
 
 urlpatterns = [
     path("whoami", v1.WhoAmI.as_view(), name="whoami"),
@@ -23,6 +23,8 @@ urlpatterns = [
     path("leaders", v1.Leaders.as_view(), name="leaders"),
     path("instances", v1.Instances.as_view(), name="instances"),
     path("audit", v1.Audit.as_view(), name="audit"),
+    path("bulk/pause", bulk.BulkPauseResume.as_view(audit_action="pause"), name="bulk-pause"),
+    path("bulk/resume", bulk.BulkPauseResume.as_view(audit_action="resume"), name="bulk-resume"),
     path("schema/", schema.SchemaView.as_view(), name="schema"),
     path("docs/", schema.DocsView.as_view(url_name="api:schema"), name="docs"),
 ]

@@ -11,7 +11,8 @@
   table's stream provider (never blocking), and each message's key is its JSON object's
   `key_field` (text as the producer partitions on it: strings as they are, other values as compact
   JSON; None when absent or not a JSON object).
-- `lost` are the already counted stream losses: they excuse a gap (see the domain module).
+- `lost` are the already counted stream losses: they excuse a gap (see the domain module); so do
+  the skips a resume recorded in its new segments' metadata (`declared_skips`).
 
 Raises NotFound for an unknown table; StreamError (no such topic or partition) and Redis errors
 propagate for the caller to report.
@@ -32,6 +33,7 @@ from tables.controller.builds import deep_store
 from tables.controller.context import ClusterContext
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager
+from tables.domain import pause
 from tables.domain.ledger import (
     LedgerReport,
     LostRange,
@@ -171,6 +173,30 @@ def _done_by_partition(ranges: Iterable[SegmentRange]) -> dict[int, list[Segment
     return out
 
 
+def declared_skips(
+    ranges: Iterable[SegmentRange], metadata: dict[str, SegmentZKMetadata]
+) -> list[LostRange]:
+    """The offsets a resume jumped over, as its new segment's `custom.map` records them
+    (`tables.domain.pause`): lost by the stream, or skipped on purpose (`consumeFrom=largest`)."""
+    found = []
+    for segment in ranges:
+        meta = metadata.get(segment.segment)
+        custom = meta.custom_map if meta is not None else {}
+        reason = custom.get(pause.SKIP_REASON)
+        start = parse_offset(segment.start_offset)
+        skipped_from = parse_offset(custom.get(pause.SKIPPED_FROM))
+        if start is None or skipped_from is None or skipped_from >= start:
+            continue
+        if reason == pause.SkipReason.LARGEST:
+            why = "were skipped by a resume from largest"
+        elif reason == pause.SkipReason.DATA_LOSS:
+            why = "were dropped by the stream before a resume (counted data loss)"
+        else:
+            continue
+        found.append(LostRange(segment.partition, skipped_from, start, why))
+    return found
+
+
 def verify_table(
     ctx: ClusterContext,
     table: str,
@@ -181,10 +207,10 @@ def verify_table(
     store: DeepStore | None = None,
 ) -> LedgerReport:
     """Check `table`'s ledger (see the module docstring)."""
-    lost = list(lost)
     manager = ResourceManager(ctx)
     config = manager.get_table_config(table)
     ranges, metadata, others = segment_ranges(manager, table)
+    lost = list(lost) + declared_skips(ranges, metadata)
     report = check_ranges(ranges, lost)
     report.notes.extend(f"{name}: not an LLC segment name, not in the ledger" for name in others)
     if not rows:

@@ -77,6 +77,7 @@ class LostRange:
     partition: int
     start: int
     end: int
+    why: str = "were lost by the stream (counted data loss)"
 
 
 @dataclass(frozen=True)
@@ -187,9 +188,9 @@ def check_ranges(segments: Iterable[SegmentRange], lost: Iterable[LostRange] = (
     by_partition: dict[int, list[SegmentRange]] = defaultdict(list)
     for segment in segments:
         by_partition[segment.partition].append(segment)
-    lost_by: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    lost_by: dict[int, dict[tuple[int, int], str]] = defaultdict(dict)
     for loss in lost:
-        lost_by[loss.partition].add((loss.start, loss.end))
+        lost_by[loss.partition][(loss.start, loss.end)] = loss.why
     report = LedgerReport(partitions=len(by_partition))
     for partition in sorted(by_partition):
         walk = _PartitionWalk(partition, lost_by[partition], report)
@@ -201,7 +202,9 @@ def check_ranges(segments: Iterable[SegmentRange], lost: Iterable[LostRange] = (
 class _PartitionWalk:
     """One partition's segments, visited in sequence order (see the module docstring)."""
 
-    def __init__(self, partition: int, lost: set[tuple[int, int]], report: LedgerReport) -> None:
+    def __init__(
+        self, partition: int, lost: dict[tuple[int, int], str], report: LedgerReport
+    ) -> None:
         self.where, self.lost, self.report = f"partition {partition}", lost, report
         self.frontier: int | None = None
         self.frontier_by = ""  # what sets the frontier, for messages
@@ -251,9 +254,9 @@ class _PartitionWalk:
         frontier = self.frontier
         assert frontier is not None
         if (frontier, start) in self.lost:
+            why = self.lost[(frontier, start)]
             self.report.notes.append(
-                f"{self.where}: offsets {_span(frontier, start)} before {label} were lost by the "
-                "stream (counted data loss): gap excused"
+                f"{self.where}: offsets {_span(frontier, start)} before {label} {why}: gap excused"
             )
             return
         near = [f"[{a}, {b})" for a, b in sorted(self.lost) if a < start and frontier < b]

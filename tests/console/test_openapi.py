@@ -29,6 +29,8 @@ V1_PATHS = [
     "/api/v1/leaders",
     "/api/v1/instances",
     "/api/v1/audit",
+    "/api/v1/bulk/pause",
+    "/api/v1/bulk/resume",
 ]
 PINOT_PATHS = [
     "/tables",
@@ -38,6 +40,9 @@ PINOT_PATHS = [
     "/tables/{table}/consumingSegmentsInfo",
     "/tables/{table}/forceCommit",
     "/tables/forceCommitStatus/{job_id}",
+    "/tables/{table}/pauseConsumption",
+    "/tables/{table}/resumeConsumption",
+    "/tables/{table}/pauseStatus",
     "/leader/tables",
     "/leader/tables/{table}",
     "/segmentConsumed",

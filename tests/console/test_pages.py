@@ -308,8 +308,8 @@ def test_plotly_js_is_served_from_the_python_package(viewer):
 def test_a_viewer_sees_no_force_commit_button(viewer):
     _events()
     html = _text(viewer.get("/ui/tables/events_REALTIME/"))
-    assert "force-commit-button" not in html
-    assert "force-commit-dialog" not in html
+    for operator_only in ("force-commit", "pause-button", "resume-button", "pause-dialog"):
+        assert operator_only not in html
     assert 'data-role="viewer"' in html
 
 
@@ -324,11 +324,26 @@ def test_an_operator_gets_the_force_commit_dialog(operator):
     assert 'data-role="operator"' in html
 
 
+def test_an_operator_gets_pause_and_resume_dialogs(operator):
+    _events()
+    html = _text(operator.get("/ui/tables/events_REALTIME/"))
+    assert 'id="pause-button"' in html and 'id="resume-button"' in html
+    assert 'data-url="/tables/events_REALTIME/pauseConsumption"' in html
+    assert 'data-url="/tables/events_REALTIME/resumeConsumption"' in html
+    assert 'data-status-url="/tables/events_REALTIME/pauseStatus"' in html
+    # What a pause will commit: each partition's consuming segment, one checkbox each.
+    affected = re.findall(r'<tr data-partition="(\d+)" data-segment="([^"]*)"', html)
+    assert affected and all(segment for _, segment in affected)
+    for choice in ("lastConsumed", "largest", "smallest"):
+        assert f'name="consumeFrom" value="{choice}"' in html
+
+
 def test_an_offline_table_has_no_force_commit(operator):
     mf.mirror_state()
     mf.table("batch", "OFFLINE")
     html = _text(operator.get("/ui/tables/batch_OFFLINE/"))
     assert "force-commit-button" not in html
+    assert "pause-button" not in html
 
 
 def test_a_raw_table_name_redirects_to_the_typed_one(viewer):
