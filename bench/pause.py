@@ -13,8 +13,10 @@ Each of `--runs` rounds:
 3. the pause: `pauseConsumption`, timed until `pauseStatus` says `pauseFlag: true,
    consumingSegments: []` (every partition through the same protocol at once, 2 replicas each);
 4. resume (lastConsumed) for the next round.
+`--warmup` (1) rounds come first and are not counted: the first build starts Spark's JVM.
 
-    .venv/bin/python bench/pause.py [--partitions 16] [--rows 1600] [--runs 3]
+    make test-services-up
+    .venv/bin/python bench/pause.py [--partitions 16] [--rows 1600] [--runs 3] [--warmup 1]
 
 Prints each run's two times, the medians and the ratio pause / one commit.
 """
@@ -133,6 +135,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--rows", type=int, default=1600)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds (Spark's JVM)")
     args = parser.parse_args()
     Path(os.environ["DATABASE_TEST_NAME"]).unlink(missing_ok=True)
     call_command("migrate", verbosity=0)
@@ -171,19 +174,22 @@ def main() -> int:
         pauses = PauseManager(context.current(), commits)
         stream = RedisStreamProvider(get_redis(settings.REDIS_URL), topic)
         commit_times, pause_times = [], []
-        for run in range(1, args.runs + 1):
+        for run in range(1 - args.warmup, args.runs + 1):
             produce(topic, args.partitions, args.rows)
             latest = {p: stream.latest_offset(p) for p in range(args.partitions)}
             wait_until(
                 lambda latest=latest: caught_up(cluster, latest), timeout=300, what="rows consumed"
             )
-            commit_times.append(one_commit(manager, commits))
-            pause_times.append(pause(pauses))
+            one, whole = one_commit(manager, commits), pause(pauses)
+            label = f"run {run}" if run > 0 else "warm-up"
             print(
-                f"  run {run}: one segment commit {commit_times[-1]:7.2f} s   "
-                f"pause of {args.partitions} partitions x 2 replicas {pause_times[-1]:7.2f} s",
+                f"  {label:>7}: one segment commit {one:7.2f} s   "
+                f"pause of {args.partitions} partitions x 2 replicas {whole:7.2f} s",
                 flush=True,
             )
+            if run > 0:
+                commit_times.append(one)
+                pause_times.append(whole)
             pauses.resume(TABLE)
         one, whole = statistics.median(commit_times), statistics.median(pause_times)
         print(f"one segment commit, median:   {one:.2f} s")

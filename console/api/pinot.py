@@ -12,10 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.audit import reason_of, record, table_target
 from tables.controller import builds, context
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager, metadata_as_map
 from tables.domain.names import raw_table_name
+from tables.models import AuditEntry
 
 from .permissions import ReadAuthenticatedWriteAdmin
 
@@ -44,7 +46,52 @@ class PinotView(APIView):
         return view
 
 
-class SchemaList(PinotView):
+class AuditedWrites(PinotView):
+    """Audits the outcome of every write (`audit_writes`: HTTP method -> action) to the table or
+    schema named in the path or the body: OK, DENIED (403), REJECTED (4xx) or FAILED (5xx).
+    Unauthenticated calls (401) have nobody to attribute them to and are not recorded."""
+
+    audit_writes: dict[str, str] = {}
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        action = self.audit_writes.get(request.method)
+        if action and response.status_code != 401:
+            record(
+                request,
+                action,
+                self._target(request, kwargs),
+                _outcome(response.status_code),
+                reason=reason_of(request),
+                status_code=response.status_code,
+                detail={"error": response.data["error"]}
+                if isinstance(response.data, dict) and "error" in response.data
+                else {},
+            )
+        return response
+
+    @staticmethod
+    def _target(request: Request, kwargs: dict) -> str:
+        if kwargs.get("table"):
+            return table_target(kwargs["table"])
+        if kwargs.get("name"):
+            return str(kwargs["name"])
+        data = request.data if isinstance(request.data, dict) else {}
+        name = data.get("tableName") or data.get("schemaName") or ""
+        return table_target(str(name)) if data.get("tableName") else str(name)
+
+
+def _outcome(status: int) -> str:
+    if status < 300:
+        return AuditEntry.Result.OK
+    if status == 403:
+        return AuditEntry.Result.DENIED
+    return AuditEntry.Result.REJECTED if status < 500 else AuditEntry.Result.FAILED
+
+
+class SchemaList(AuditedWrites):
+    audit_writes = {"POST": "add_schema"}
+
     @extend_schema(operation_id="schemas_list", responses={200: NAMES})
     def get(self, request: Request) -> Response:
         return Response(_manager().list_schemas())
@@ -58,7 +105,9 @@ class SchemaList(PinotView):
         )
 
 
-class SchemaDetail(PinotView):
+class SchemaDetail(AuditedWrites):
+    audit_writes = {"DELETE": "delete_schema"}
+
     @JSON
     def get(self, request: Request, name: str) -> Response:
         return Response(_manager().get_schema(name).raw)
@@ -69,7 +118,9 @@ class SchemaDetail(PinotView):
         return Response({"status": f"Schema {name} deleted"})
 
 
-class TableList(PinotView):
+class TableList(AuditedWrites):
+    audit_writes = {"POST": "create_table"}
+
     @extend_schema(operation_id="tables_list", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         return Response({"tables": sorted({raw_table_name(t) for t in _manager().list_tables()})})
@@ -85,10 +136,22 @@ class TableList(PinotView):
         )
 
 
-class TableDetail(PinotView):
+class TableDetail(AuditedWrites):
+    audit_writes = {"PUT": "update_table", "DELETE": "delete_table"}
+
     @JSON
     def get(self, request: Request, table: str) -> Response:
         return Response({"REALTIME": _manager().get_table_config(table).rest})
+
+    @JSON_BODY
+    def put(self, request: Request, table: str) -> Response:
+        config = _manager().update_table(table, request.data)
+        return Response(
+            {
+                "unrecognizedProperties": {},
+                "status": f"Table config updated for {config.table_name_with_type}",
+            }
+        )
 
     @JSON
     def delete(self, request: Request, table: str) -> Response:

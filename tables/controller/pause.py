@@ -236,7 +236,9 @@ class PauseManager:
             used[:] = chosen
             if not chosen and not clear_flags:
                 return None
-            return domain.apply_resume(new, domain.ResumePlan(tuple(chosen)))
+            out = domain.apply_resume(new, domain.ResumePlan(tuple(chosen)))
+            # A table-level resume consumes the note of a topic swap (`plan_resume` read it).
+            return domain.without_stream_change(out) if clear_flags and wanted is None else out
 
         after = update_record(self.zk, path, mutate).record
         for segment in created - {s.segment for s in used}:

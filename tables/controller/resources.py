@@ -16,8 +16,10 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from tables.domain.assignment import AssignmentError
+from tables.domain.idealstate import consuming_segments, pause_state
 from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.domain.new_table import plan_new_table
+from tables.domain.pause import with_stream_change
 from tables.domain.schema import (
     Schema,
     SchemaError,
@@ -223,6 +225,54 @@ class ResourceManager:
         if any(isinstance(r, BadVersionError) for r in failures):
             return False  # brokerResource changed under us: recompute and retry
         raise failures[0]
+
+    def update_table(self, name: str, data: Any) -> TableConfig:
+        """Replace a table's config (Pinot's `PUT /tables/{t}`), validated like a new one.
+
+        The name in the config must be the table's. A change of the stream (type or topic) is
+        refused unless the table is paused with nothing left consuming (`pauseStatus` complete):
+        the topic swap of Pinot issue #7100, after which `resumeConsumption` reads the new topic.
+        The config write is one transaction with a version check of the IdealState (which notes
+        the swap, `streamChangedWhilePaused`, for the next resume), so a resume or commit in
+        between makes it fail (409) instead of racing it.
+        """
+        table = self.table_name(name)
+        current = self._config(table)
+        config = self._validated_config(data)
+        if config.table_name_with_type != table:
+            raise BadRequest(
+                f"the config is for {config.table_name_with_type}, not {table}: a table cannot "
+                "be renamed"
+            )
+        ideal = read_record(self.zk, self.paths.idealstate(table))
+        if ideal is None:
+            raise NotFound(f"Table {table} not found!")
+        old = (current.stream_type, current.topic_name)
+        new = (config.stream_type, config.topic_name)
+        if old != new:
+            if not pause_state(ideal.record).paused or consuming_segments(ideal.record):
+                raise BadRequest(
+                    f"the stream of {table} changes ({old[0]} {old[1]} -> {new[0]} {new[1]}): "
+                    "pause the table and wait until pauseStatus lists no consuming segment first"
+                )
+            self._start_offsets(config)  # the new topic must exist (400 otherwise)
+        found = read_record(self.zk, self.paths.table_config(table))
+        assert found is not None  # _config read it
+        tx = self.zk.transaction()
+        if old != new:  # the next resume starts every partition at the new topic's earliest
+            before, after = f"{old[0]}:{old[1]}", f"{new[0]}:{new[1]}"
+            noted = with_stream_change(ideal.record, before, after, self.ctx.now_ms())
+            tx.set_data(self.paths.idealstate(table), codec.encode(noted), version=ideal.version)
+        else:
+            tx.check(self.paths.idealstate(table), ideal.version)
+        tx.set_data(
+            self.paths.table_config(table),
+            codec.encode(table_config_to_znrecord(config)),
+            version=found.version,
+        )
+        if any(isinstance(r, Exception) for r in tx.commit()):
+            raise Conflict(f"table {table} changed while its config was updated; try again")
+        return config
 
     def delete_table(self, name: str) -> str:
         table = self.table_name(name)

@@ -17,8 +17,10 @@ segment), starting at
   finished (it is replaced, as Pinot's repair does); a partition with no segment yet starts where
   the table's `auto.offset.reset` says. An offset the stream no longer holds is replaced by the
   earliest one and the difference is *data loss* (`llcStreamDataLoss`). An offset beyond the
-  stream's latest cannot come from this stream (the topic was swapped or recreated while paused):
-  it is replaced by the earliest, and noted;
+  stream's latest cannot come from this stream (the topic was recreated while paused): it is
+  replaced by the earliest, and noted. After a topic swap (the IdealState's
+  `streamChangedWhilePaused`, written with the new config) an old offset means nothing in the
+  new topic: every partition starts at the new topic's earliest offset;
 - `smallest`: the stream's earliest offset (rows already committed are consumed again, as in Pinot);
 - `largest`: the stream's latest offset; the rows in between are *skipped* on purpose.
 Skips and losses are returned per partition and written into the new segment's metadata
@@ -31,6 +33,7 @@ partition ever has two.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,6 +56,7 @@ from tables.domain.znrecord import ZNRecord
 __all__ = [
     "SKIPPED_FROM",
     "SKIP_REASON",
+    "STREAM_CHANGED",
     "ConsumeFrom",
     "NewSegment",
     "OffsetRange",
@@ -67,8 +71,11 @@ __all__ = [
     "plan_resume",
     "resumed_flag",
     "stamp_ms",
+    "with_stream_change",
+    "without_stream_change",
 ]
 
+STREAM_CHANGED = "streamChangedWhilePaused"  # IdealState simpleField, this project's own
 SKIPPED_FROM = "consumption.skippedFrom"
 SKIP_REASON = "consumption.skipReason"
 PAUSED_COMMENT = (
@@ -142,6 +149,21 @@ def resumed_flag(record: ZNRecord, comment: str | None, now_ms: int) -> ZNRecord
     """The IdealState with the table-level flag cleared (always written: a new stamp)."""
     stamp = java_timestamp_text(stamp_ms(record, now_ms))
     return with_pause_state(record, PauseState(False, ReasonCode.ADMINISTRATIVE, comment, stamp))
+
+
+def with_stream_change(record: ZNRecord, old: str, new: str, now_ms: int) -> ZNRecord:
+    """The IdealState noting that the table's stream changed from `old` to `new` while paused;
+    the next resume reads it (`plan_resume`) and `without_stream_change` clears it."""
+    out = record.copy()
+    note = {"from": old, "to": new, "timeMs": now_ms}
+    out.simple_fields[STREAM_CHANGED] = json.dumps(note, separators=(",", ":"))
+    return out
+
+
+def without_stream_change(record: ZNRecord) -> ZNRecord:
+    out = record.copy()
+    out.simple_fields.pop(STREAM_CHANGED, None)
+    return out
 
 
 def pause_status_details(record: ZNRecord, consuming: list[str]) -> dict[str, object]:
@@ -235,13 +257,25 @@ def _latest(record: ZNRecord) -> dict[int, LLCSegmentName]:
 
 
 def _start(
-    tail: PartitionTail | None, stream: OffsetRange, consume_from: ConsumeFrom, default: str
+    tail: PartitionTail | None,
+    stream: OffsetRange,
+    consume_from: ConsumeFrom,
+    default: str,
+    swapped: bool,
 ) -> tuple[int, int | None, SkipReason | None]:
     """(start offset, the lastConsumed offset it replaces, why they differ)."""
     wanted = None
     if tail is not None:
         done = tail.status == "DONE" and tail.end_offset is not None
         wanted = tail.end_offset if done else tail.start_offset
+    if swapped:  # the old topic's offsets mean nothing here; count skips in the new one
+        if consume_from == ConsumeFrom.LAST_CONSUMED:
+            return (
+                stream.earliest,
+                wanted,
+                (SkipReason.TOPIC_CHANGED if wanted is not None else None),
+            )
+        wanted = stream.earliest
     if consume_from == ConsumeFrom.SMALLEST:
         return stream.earliest, wanted, None
     if consume_from == ConsumeFrom.LARGEST:
@@ -275,6 +309,7 @@ def plan_resume(
     if pause_state(record).paused:
         return ResumePlan(())
     held = paused_partitions(record)
+    swapped = STREAM_CHANGED in record.simple_fields
     consuming = _consuming_partitions(record)
     latest = _latest(record)
     planned = []
@@ -287,7 +322,9 @@ def plan_resume(
         last = latest.get(partition)
         if (tail is None) != (last is None) or (last is not None and tail.segment != str(last)):
             continue  # ZooKeeper moved on since the tails were read
-        start, wanted, reason = _start(tail, streams[partition], consume_from, default_criteria)
+        start, wanted, reason = _start(
+            tail, streams[partition], consume_from, default_criteria, swapped
+        )
         if last is None:
             name = LLCSegmentName.create(raw_table, partition, 0, now_ms)
         else:

@@ -291,3 +291,50 @@ def test_concurrent_pauses_and_resumes_end_consistent(table, ends, zk):
     consuming = consuming_by_partition()  # asserts at most one per partition
     if not final.paused:
         assert set(consuming) == {0, 1, 2, 3}
+
+
+def test_topic_swap_while_paused(operator, table, ends, zk, settings, django_user_model):
+    """Pinot issue #7100: pause, point the table at another topic, resume on the new topic."""
+    admin = _user(django_user_model, "root", "admin")
+    config = ResourceManager(context.current()).get_table_config(TABLE).rest
+    stream = config["ingestionConfig"]["streamIngestionConfig"]["streamConfigMaps"][0]
+    new_topic = f"swapped-{table[0][-6:]}"
+    topics = RedisTopicAdmin(get_redis(settings.REDIS_URL))
+    topics.create_topic(new_topic, 4)
+    offsets = topics.produce(new_topic, 1, [b'{"id": "n"}'] * 3, 0)
+    try:
+        stream["stream.redis.topic.name"] = new_topic
+        before = snapshot(zk)
+        # Not paused: refused (the consuming segments read the old topic), nothing written.
+        reply = admin.put("/tables/githubEvents", config, format="json")
+        assert reply.status_code == 400, reply.content
+        assert "pause the table" in reply.json()["error"]
+        assert operator.put("/tables/githubEvents", config, format="json").status_code == 403
+        assert snapshot(zk) == before
+
+        operator.post("/tables/githubEvents/pauseConsumption?comment=swap")
+        for partition, segment in table.items():
+            commit(segment, ends[partition])
+        reply = admin.put("/tables/githubEvents?comment=new+topic", config, format="json")
+        assert reply.status_code == 200, reply.content
+        assert ResourceManager(context.current()).get_table_config(TABLE).topic_name == new_topic
+        assert json.loads(ideal().simple_fields["streamChangedWhilePaused"])["to"] == (
+            f"redis:{new_topic}"
+        )
+
+        # lastConsumed after a swap: every partition from the new topic's earliest offset.
+        operator.post("/tables/githubEvents/resumeConsumption")
+        fresh = consuming_by_partition()
+        earliest = RedisStreamProvider(get_redis(settings.REDIS_URL), new_topic)
+        for partition, segment in fresh.items():
+            assert meta(segment).start_offset == str(earliest.earliest_offset(partition))
+        assert meta(fresh[1]).start_offset == str(offsets[0])
+        assert "streamChangedWhilePaused" not in ideal().simple_fields
+        audits = AuditEntry.objects.filter(action="update_table").order_by("at")
+        assert [(a.result, a.status_code, a.target) for a in audits] == [
+            ("REJECTED", 400, TABLE),
+            ("DENIED", 403, TABLE),
+            ("OK", 200, TABLE),
+        ]
+    finally:
+        topics.delete_topic(new_topic)

@@ -12,19 +12,27 @@ Spark workers, and a producer writing all along.
 
 from __future__ import annotations
 
+import json
 import signal
+import threading
+import urllib.error
+import urllib.request
 
 import pytest
 from django.conf import settings
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tables.controller import context
 from tables.controller.resources import ResourceManager
-from tables.domain.idealstate import InstanceState
+from tables.domain.idealstate import InstanceState, pause_state
 from tables.domain.names import LLCSegmentName
+from tables.domain.pause import parse_java_timestamp
 from tables.models import AuditEntry
 from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisStreamProvider
+from tables.zk.records import read_record
+from tests.accounts import grant
 from tests.cluster_fixtures import load
 from tests.e2e.test_force_commit import _consuming_at, _operator
 from tests.ingest_cluster import done_coverage, produce, table_config, verify_rows
@@ -159,3 +167,80 @@ def test_pause_and_resume_under_steady_production(ingest, topic, django_user_mod
     for partition, segment in fresh.items():
         assert _start(segment) == stream.earliest_offset(partition)
     wait_until(lambda: _consuming_at(ingest, fresh, before), timeout=180, what="replayed")
+
+
+def _post(port: int, token: str, path: str) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        method="POST",
+        headers={"Authorization": f"Token {token}", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_fifty_concurrent_pause_and_resume_requests_end_consistent(
+    ingest, topic, django_user_model
+):
+    """50 requests over HTTP to the controller from 10 threads while servers consume and commit
+    (the pauses force commit them): the final state is the one written last (largest
+    `timestamp` acknowledged) and no partition ever has two CONSUMING segments."""
+    manager = ResourceManager(context.current())
+    manager.add_schema(load("githubEvents_schema.json"))
+    manager.add_table(table_config(topic))
+    user = django_user_model.objects.create_user("storm", password="a-long-test-password")
+    grant(user, "operator")
+    token = Token.objects.create(user=user).key
+    producer = produce(topic, 1_000_000, rate=200)
+    acknowledged: list[tuple[int, bool]] = []
+    problems: list[str] = []
+    done = threading.Event()
+
+    def watch_idealstate() -> None:
+        while not done.is_set():
+            try:
+                _consuming()
+            except AssertionError as exc:
+                problems.append(str(exc))
+                return
+
+    def operator(index: int) -> None:
+        for turn in range(5):
+            verb = "pauseConsumption" if (index + turn) % 2 else "resumeConsumption"
+            status, body = _post(ingest.controller_port, token, f"/tables/githubEvents/{verb}")
+            if status != 200:
+                problems.append(f"{verb}: {status} {body}")
+                continue
+            stamp = parse_java_timestamp(body["timestamp"])
+            assert stamp is not None, body
+            acknowledged.append((stamp, body["pauseFlag"]))
+
+    watcher = threading.Thread(target=watch_idealstate)
+    watcher.start()
+    threads = [threading.Thread(target=operator, args=(i,)) for i in range(10)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        done.set()
+        watcher.join()
+        producer.send_signal(signal.SIGINT)
+        producer.communicate(timeout=60)
+    assert problems == []
+    assert len(acknowledged) == 50
+    last_stamp, last_flag = max(acknowledged)
+    ctx = context.current()
+    final = pause_state(read_record(ctx.client, ctx.paths.idealstate(TABLE)).record)
+    assert parse_java_timestamp(final.time_in_millis) == last_stamp
+    assert final.paused is last_flag
+    if last_flag:  # every consuming segment commits and none starts again
+        wait_until(lambda: _consuming() == {}, timeout=300, what="every segment committed")
+    else:  # one consuming segment per partition, all of them consuming again
+        wait_until(lambda: sorted(_consuming()) == [0, 1, 2, 3], timeout=120, what="consuming")
+    report = verify_rows(TABLE)
+    assert "PROBLEM" not in report, report

@@ -197,3 +197,15 @@ def test_a_partition_without_segments_starts_by_the_tables_reset_criteria():
     assert [(s.segment, s.start_offset) for s in made] == [("t__0__0__20240501T1102Z", 100)]
     made = plan(record_of(), {}, default_criteria="largest", partitions=frozenset({0})).segments
     assert made[0].start_offset == 500
+
+
+def test_after_a_topic_swap_last_consumed_starts_at_the_new_topics_earliest():
+    record = p.with_stream_change(record_of((seg(0, 4), DONE)), "redis:a", "redis:b", NOW)
+    t = tails(p0=(seg(0, 4), "DONE", 50, 300))
+    (made,) = plan(record, t, partitions=frozenset({0})).segments
+    assert (made.start_offset, made.wanted_offset, made.skip_reason) == (100, 300, "topicChanged")
+    assert made.skipped == 0  # another topic's offsets: nothing skipped in this one
+    (largest,) = plan(record, t, p.ConsumeFrom.LARGEST, partitions=frozenset({0})).segments
+    # An explicit choice still applies; what it skips is counted in the new topic.
+    assert (largest.start_offset, largest.wanted_offset, largest.skipped) == (500, 100, 400)
+    assert p.STREAM_CHANGED not in p.without_stream_change(record).simple_fields
