@@ -19,6 +19,7 @@ Table health, lags and `last_synced` of unchanged rows are `tables.sync`'s busin
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -45,7 +46,7 @@ from tables.domain.names import (
     raw_table_name,
     table_type_of,
 )
-from tables.domain.segment_metadata import SegmentZKMetadata, is_completed
+from tables.domain.segment_metadata import CUSTOM_MAP, SegmentZKMetadata, is_completed
 from tables.domain.table_config import TableConfig, table_config_from_znrecord
 from tables.domain.znrecord import ZNRecord
 from tables.models import MirroredSegment, MirroredTable
@@ -214,6 +215,16 @@ def _to_ms(value: int | None, unit: str | None) -> int | None:
     return int(value * _UNIT_MS.get(unit or "MILLISECONDS", 1))
 
 
+def _shown_metadata(record: ZNRecord) -> dict[str, str]:
+    """The simpleFields, plus the `custom.map` mapField (as compact JSON under that key): where a
+    resume records the offsets it skipped (`tables.domain.pause`)."""
+    shown = dict(record.simple_fields)
+    custom = record.map_fields.get(CUSTOM_MAP)
+    if custom:
+        shown[CUSTOM_MAP] = json.dumps(custom, separators=(",", ":"), sort_keys=True)
+    return shown
+
+
 def _metadata_values(segment: str, znode: Znode | None, warnings: list[str]) -> dict[str, Any]:
     empty = {
         "status": "", "start_offset": "", "end_offset": "", "total_docs": None,
@@ -240,7 +251,7 @@ def _metadata_values(segment: str, znode: Znode | None, warnings: list[str]) -> 
         "start_time_ms": _to_ms(meta.start_time, meta.time_unit),
         "end_time_ms": _to_ms(meta.end_time, meta.time_unit),
         "creation_time_ms": meta.creation_time,
-        "metadata": dict(record.simple_fields),
+        "metadata": _shown_metadata(record),
         "metadata_version": znode.version,
         "metadata_mtime_ms": znode.mtime_ms,
     }

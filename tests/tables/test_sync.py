@@ -321,6 +321,28 @@ def test_the_pause_state_is_mirrored(ctx, zk, topic):
     assert verdicts == {0: "NOT_REPORTING", 1: "NOT_REPORTING", 2: "PAUSED", 3: "NOT_REPORTING"}
 
 
+def test_a_resumes_recorded_skip_is_mirrored_with_the_metadata(ctx, zk, topic):
+    _create(ctx, topic)
+    _converge(zk)
+    segment = _segments(zk)[0]
+
+    def skipped(record):
+        out = record.copy()
+        out.map_fields["custom.map"] = {
+            "consumption.skippedFrom": "3",
+            "consumption.skipReason": "largest",
+        }
+        return out
+
+    update_record(zk, PATHS.segment(TABLE, segment), skipped)
+    sync_cluster(ctx)
+    mirrored = MirroredSegment.objects.get(name=segment).metadata
+    assert mirrored["custom.map"] == (
+        '{"consumption.skipReason":"largest","consumption.skippedFrom":"3"}'
+    )
+    assert mirrored["segment.realtime.status"] == "IN_PROGRESS"
+
+
 def test_live_state_drives_the_partition_verdicts_and_samples(
     ctx, zk, topic, redis_client, live_keys, settings
 ):
