@@ -23,7 +23,7 @@ from rest_framework.response import Response
 
 from console.audit import OperatorAction, audited, reason_of, table_target
 from tables.controller import context
-from tables.controller.force_commit import BatchConfig, ForceCommitManager, ForceCommitResult
+from tables.controller.force_commit import ForceCommitManager, ForceCommitResult, batch_config_of
 
 from .pinot import PinotView
 
@@ -59,11 +59,7 @@ class ForceCommit(PinotView):
         params = request.query_params
 
         def run() -> ForceCommitResult:
-            batch = BatchConfig.parse(
-                params.get("batchSize"),
-                params.get("batchStatusCheckIntervalSec"),
-                params.get("batchStatusCheckTimeoutSec"),
-            )
+            batch = batch_config_of(params)
             return _manager().force_commit(
                 table, params.get("partitions"), params.get("segments"), batch
             )

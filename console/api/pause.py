@@ -26,7 +26,7 @@ from rest_framework.response import Response
 
 from console.audit import OperatorAction, audited, reason_of, table_target
 from tables.controller import context
-from tables.controller.force_commit import BatchConfig, ForceCommitManager
+from tables.controller.force_commit import ForceCommitManager, batch_config_of
 from tables.controller.pause import PauseManager, PauseResult, ResumeResult
 from tables.models import DurableCounter
 
@@ -101,11 +101,7 @@ class PauseConsumption(_TableAction):
         params = request.query_params
 
         def run() -> PauseResult:
-            batch = BatchConfig.parse(
-                params.get("batchSize"),
-                params.get("batchStatusCheckIntervalSec"),
-                params.get("batchStatusCheckTimeoutSec"),
-            )
+            batch = batch_config_of(params)
             return _manager().pause(table, params.get("comment"), batch, params.get("partitions"))
 
         result = audited(

@@ -63,6 +63,7 @@ __all__ = [
     "ForceCommitManager",
     "ForceCommitResult",
     "add_job",
+    "batch_config_of",
     "is_inconsistent_during_consumption",
     "parse_partitions",
     "parse_segments",
@@ -114,6 +115,16 @@ class BatchConfig:
                 raise BadRequest(f"Invalid batch config: {name} must be > 0, got {value}")
             values.append(value)
         return cls(*values)
+
+
+def batch_config_of(params: Mapping[str, str]) -> BatchConfig:
+    """The batch parameters of a request's query (`batchSize`, `batchStatusCheckIntervalSec`,
+    `batchStatusCheckTimeoutSec`), checked by `BatchConfig.parse`."""
+    return BatchConfig.parse(
+        params.get("batchSize"),
+        params.get("batchStatusCheckIntervalSec"),
+        params.get("batchStatusCheckTimeoutSec"),
+    )
 
 
 def _csv(text: str) -> list[str]:

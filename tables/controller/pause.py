@@ -251,14 +251,7 @@ class PauseManager:
         return used, after, missing
 
     def _tails(self, table: str, record: ZNRecord) -> dict[int, domain.PartitionTail]:
-        latest: dict[int, LLCSegmentName] = {}
-        for segment in record.map_fields:
-            name = LLCSegmentName.parse(segment)
-            if name is None:
-                continue
-            known = latest.get(name.partition_group_id)
-            if known is None or name.sequence_number > known.sequence_number:
-                latest[name.partition_group_id] = name
+        latest = domain.latest_segments(record)
         tails = {}
         for partition, name in latest.items():
             found = read_record(self.zk, self.paths.segment(table, str(name)))

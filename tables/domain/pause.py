@@ -64,6 +64,7 @@ __all__ = [
     "ResumePlan",
     "SkipReason",
     "apply_resume",
+    "latest_segments",
     "parse_consume_from",
     "parse_java_timestamp",
     "pause_status_details",
@@ -244,7 +245,8 @@ def _consuming_partitions(record: ZNRecord) -> set[int]:
     return found
 
 
-def _latest(record: ZNRecord) -> dict[int, LLCSegmentName]:
+def latest_segments(record: ZNRecord) -> dict[int, LLCSegmentName]:
+    """Each partition's LLC segment with the highest sequence number in the IdealState."""
     latest: dict[int, LLCSegmentName] = {}
     for segment in record.map_fields:
         name = LLCSegmentName.parse(segment)
@@ -311,7 +313,7 @@ def plan_resume(
     held = paused_partitions(record)
     swapped = STREAM_CHANGED in record.simple_fields
     consuming = _consuming_partitions(record)
-    latest = _latest(record)
+    latest = latest_segments(record)
     planned = []
     for partition in sorted(streams):
         if partition in held or partition in consuming:

@@ -102,3 +102,42 @@ def test_a_wrong_password_is_refused(page, live_server, django_user_model):
     expect(page.locator(".error")).to_contain_text("enter a correct username and password")
     page.goto(live_server.url + "/")
     expect(page).to_have_url(live_server.url + "/login/?next=/")
+
+
+def test_bulk_pause_previews_then_applies(page, live_server, servers, topic, zk, django_user_model):
+    """The Tables page's bulk form: a dry run lists the tenant's tables; Apply pauses them."""
+    from tables.controller import context
+    from tables.controller.resources import ResourceManager
+    from tables.domain.idealstate import pause_state
+    from tables.models import AuditEntry
+    from tables.zk.records import read_record
+    from tests.cluster_fixtures import PATHS, load
+    from tests.console import mirror_factory as mf
+    from tests.ingest_cluster import table_config
+
+    manager = ResourceManager(context.current())
+    manager.add_schema(load("githubEvents_schema.json"))
+    manager.add_table(table_config(topic))
+    mf.mirror_state()
+    mf.table("githubEvents", tenant="DefaultTenant_REALTIME")
+    operator = django_user_model.objects.create_user("otto", password="a-long-test-password")
+    grant(operator, "operator")
+
+    _login(page, live_server.url, "otto", "a-long-test-password")
+    page.goto(live_server.url + "/ui/tables/")
+    page.click("#bulk summary")
+    page.select_option("#bulk-tenant", "DefaultTenant_REALTIME")
+    expect(page.locator("#bulk-apply")).to_be_disabled()
+    page.click("#bulk-preview")
+    row = page.locator('#bulk-result tr[data-table="githubEvents_REALTIME"]')
+    expect(row).to_have_attribute("data-result", "preview")
+    expect(row).to_contain_text("pause; commit 4 segment(s)")
+    assert not pause_state(read_record(zk, PATHS.idealstate("githubEvents_REALTIME")).record).paused
+    expect(page.locator("#bulk-apply")).to_be_enabled()
+    page.fill("#bulk-reason", "tenant maintenance")
+    page.click("#bulk-apply")
+    expect(row).to_have_attribute("data-result", "OK")
+    assert pause_state(read_record(zk, PATHS.idealstate("githubEvents_REALTIME")).record).paused
+    audit = AuditEntry.objects.get(action="pause")
+    assert (audit.username, audit.reason, audit.source) == ("otto", "tenant maintenance", "page")
+    page.screenshot(path=str(ARTIFACTS / "bulk-pause.png"), full_page=True)

@@ -126,6 +126,7 @@ def test_operator_pauses_watches_the_job_and_resumes(
     expect(page.locator("#resume-dialog")).to_be_visible()
     expect(page.locator('input[name=consumeFrom][value="lastConsumed"]')).to_be_checked()
     page.fill("#resume-reason", "new topic in place")
+    _shot(page, "resume-dialog")
     page.click("#resume-submit")
     expect(panel).to_have_attribute("data-state", "resumed")
     second = _segments(manager, 1)

@@ -21,7 +21,9 @@ import pytest
 from tables.controller import builds, context
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_response import Response, Status
+from tables.domain.idealstate import with_paused_partitions
 from tables.domain.names import LLCSegmentName
+from tables.domain.segment_metadata import new_in_progress
 from tables.domain.segment_states import FORCE_COMMIT
 from tables.domain.znrecord import ZNRecord
 from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
@@ -29,6 +31,7 @@ from tables.server.instance import Replica, ServerInstance
 from tables.server.messages import MessageHandler
 from tables.streams.base import MessageBatch, StreamProvider
 from tables.zk import messages
+from tables.zk.records import create_record, update_record
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.ingest_cluster import HOST, free_port, table_config
 from tests.poll import wait_until
@@ -210,6 +213,39 @@ def test_a_server_force_commits_the_listed_segments(serving, zk):
     for partition in (2, 3):
         assert _consumer(serving, partition).phase is Phase.CONSUMING
     assert serving.instance.messages.handled == 1
+
+
+@pytest.mark.zk
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_segment_that_starts_while_its_partition_is_paused_is_committed_at_once(serving, zk):
+    """The pause's FORCE_COMMIT can miss a segment whose consumer did not exist yet: the server
+    sees the pause in the IdealState when it starts the consumer and forces it itself."""
+    old = serving.segments[2]
+    name = LLCSegmentName.parse(old)
+    assert name is not None
+    fresh = str(name.next(1_714_561_333_417))
+    create_record(
+        zk, PATHS.segment(TABLE, fresh), new_in_progress(fresh, "1", 1, 1000, 1).to_znrecord()
+    )
+    me = serving.instance.instance_id
+
+    def paused_with_a_new_segment(record: ZNRecord) -> ZNRecord:
+        out = with_paused_partitions(record, {2})
+        out.map_fields[old] = {me: "OFFLINE"}
+        out.map_fields[fresh] = {me: "CONSUMING"}
+        return out
+
+    update_record(zk, PATHS.idealstate(TABLE), paused_with_a_new_segment)
+
+    def forced() -> SegmentConsumer | None:
+        replica = (serving.instance.replicas_of(TABLE) or {}).get(fresh)
+        consumer = None if replica is None else replica.consumer
+        return consumer if consumer is not None and consumer.phase is Phase.HOLDING else None
+
+    consumer = wait_until(forced, what="the new segment's consumer forced to commit")
+    assert consumer.end_reason == FORCE_COMMIT
+    assert _consumer(serving, 3).phase is Phase.CONSUMING  # not paused: untouched
 
 
 # --- a consumer with no rows ---
