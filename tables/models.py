@@ -350,10 +350,15 @@ class AuditEntry(models.Model):
             made = detail["segments"]
             parts.append(f"{len(made)} new consuming segment(s)")
             for s in made:
+                reason, previous = s.get("startReason"), s.get("previousOffset")
                 if s.get("skipped"):
                     parts.append(
-                        f"{s['segment']}: skipped {s['skipped']} offset(s) from {s['skippedFrom']} "
-                        f"({s['skipReason']})"
+                        f"{s['segment']}: skipped {s['skipped']} offset(s) from {previous} "
+                        f"({reason})"
+                    )
+                elif reason:
+                    parts.append(
+                        f"{s['segment']}: starts at {s['startOffset']}, not {previous} ({reason})"
                     )
         elif detail.get("consumingSegments") is not None:  # a pause
             if not detail.get("written", True):

@@ -70,8 +70,8 @@ def _resume_detail(result: ResumeResult) -> dict[str, Any]:
             {
                 "segment": s.segment,
                 "startOffset": s.start_offset,
-                "skippedFrom": s.wanted_offset if s.skip_reason else None,
-                "skipReason": str(s.skip_reason) if s.skip_reason else None,
+                "previousOffset": s.wanted_offset,
+                "startReason": str(s.skip_reason) if s.skip_reason else None,
                 "skipped": s.skipped,
             }
             for s in result.segments

@@ -12,7 +12,9 @@
   `key_field` (text as the producer partitions on it: strings as they are, other values as compact
   JSON; None when absent or not a JSON object).
 - `lost` are the already counted stream losses: they excuse a gap (see the domain module); so do
-  the skips a resume recorded in its new segments' metadata (`declared_skips`).
+  the skips a resume recorded in its new segments' metadata (`declared_skips`); the offsets a
+  resume from smallest consumed again (`declared_replays`) excuse exactly those overlaps and
+  duplicated rows.
 
 Raises NotFound for an unknown table; StreamError (no such topic or partition) and Redis errors
 propagate for the caller to report.
@@ -173,6 +175,24 @@ def _done_by_partition(ranges: Iterable[SegmentRange]) -> dict[int, list[Segment
     return out
 
 
+def declared_replays(
+    ranges: Iterable[SegmentRange], metadata: dict[str, SegmentZKMetadata]
+) -> list[LostRange]:
+    """The committed offsets a resume from smallest consumed again: `[its start, where
+    consumption had stopped)`, as the new segment's `custom.map` records them."""
+    found = []
+    for segment in ranges:
+        meta = metadata.get(segment.segment)
+        custom = meta.custom_map if meta is not None else {}
+        start = parse_offset(segment.start_offset)
+        previous = parse_offset(custom.get(pause.PREVIOUS_OFFSET))
+        smallest = custom.get(pause.START_REASON) == pause.SkipReason.SMALLEST
+        if smallest and start is not None and previous is not None and start < previous:
+            why = "were consumed again by a resume from smallest"
+            found.append(LostRange(segment.partition, start, previous, why))
+    return found
+
+
 def declared_skips(
     ranges: Iterable[SegmentRange], metadata: dict[str, SegmentZKMetadata]
 ) -> list[LostRange]:
@@ -182,9 +202,9 @@ def declared_skips(
     for segment in ranges:
         meta = metadata.get(segment.segment)
         custom = meta.custom_map if meta is not None else {}
-        reason = custom.get(pause.SKIP_REASON)
+        reason = custom.get(pause.START_REASON)
         start = parse_offset(segment.start_offset)
-        skipped_from = parse_offset(custom.get(pause.SKIPPED_FROM))
+        skipped_from = parse_offset(custom.get(pause.PREVIOUS_OFFSET))
         if start is None or skipped_from is None or skipped_from >= start:
             continue
         if reason == pause.SkipReason.LARGEST:
@@ -211,7 +231,8 @@ def verify_table(
     config = manager.get_table_config(table)
     ranges, metadata, others = segment_ranges(manager, table)
     lost = list(lost) + declared_skips(ranges, metadata)
-    report = check_ranges(ranges, lost)
+    replayed = declared_replays(ranges, metadata)
+    report = check_ranges(ranges, lost, replayed)
     report.notes.extend(f"{name}: not an LLC segment name, not in the ledger" for name in others)
     if not rows:
         return report
@@ -237,7 +258,7 @@ def verify_table(
                 span_start = min(s.start_offset for s in segments)
                 span_end = max(s.end_offset for s in segments)
                 stream = read_stream_keys(provider, partition, span_start, span_end, key_field)
-                row_reports.append(check_rows(partition, segments, stream, lost))
+                row_reports.append(check_rows(partition, segments, stream, lost, replayed))
     finally:
         provider.close()
     return combine(report, row_reports)

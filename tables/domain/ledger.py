@@ -183,7 +183,11 @@ def _capped(lines: list[str], what: str) -> list[str]:
 # --- ranges --------------------------------------------------------------------------------------
 
 
-def check_ranges(segments: Iterable[SegmentRange], lost: Iterable[LostRange] = ()) -> LedgerReport:
+def check_ranges(
+    segments: Iterable[SegmentRange],
+    lost: Iterable[LostRange] = (),
+    replayed: Iterable[LostRange] = (),
+) -> LedgerReport:
     """The range check of the module docstring, over every partition of `segments`."""
     by_partition: dict[int, list[SegmentRange]] = defaultdict(list)
     for segment in segments:
@@ -191,9 +195,12 @@ def check_ranges(segments: Iterable[SegmentRange], lost: Iterable[LostRange] = (
     lost_by: dict[int, dict[tuple[int, int], str]] = defaultdict(dict)
     for loss in lost:
         lost_by[loss.partition][(loss.start, loss.end)] = loss.why
+    replays_by: dict[int, list[LostRange]] = defaultdict(list)
+    for replay in replayed:
+        replays_by[replay.partition].append(replay)
     report = LedgerReport(partitions=len(by_partition))
     for partition in sorted(by_partition):
-        walk = _PartitionWalk(partition, lost_by[partition], report)
+        walk = _PartitionWalk(partition, lost_by[partition], report, replays_by[partition])
         for segment in sorted(by_partition[partition], key=lambda s: (s.sequence, s.segment)):
             walk.visit(segment)
     return report
@@ -203,9 +210,14 @@ class _PartitionWalk:
     """One partition's segments, visited in sequence order (see the module docstring)."""
 
     def __init__(
-        self, partition: int, lost: dict[tuple[int, int], str], report: LedgerReport
+        self,
+        partition: int,
+        lost: dict[tuple[int, int], str],
+        report: LedgerReport,
+        replays: list[LostRange] | None = None,
     ) -> None:
         self.where, self.lost, self.report = f"partition {partition}", lost, report
+        self.replays = replays or []
         self.frontier: int | None = None
         self.frontier_by = ""  # what sets the frontier, for messages
         self.earlier: list[tuple[str, int, int]] = []  # (segment, start, end), DONE/COMMITTING
@@ -269,6 +281,14 @@ class _PartitionWalk:
     def _early_start(self, status: str, start: int, end: int | None, label: str) -> None:
         frontier, problems = self.frontier, self.report.problems
         assert frontier is not None
+        top = frontier if end is None else min(end, frontier)
+        for replay in self.replays:
+            if replay.start <= start < replay.end and top <= replay.end:
+                self.report.notes.append(
+                    f"{self.where}: {label} covers offsets {_span(start, top)} again: they "
+                    f"{replay.why}: overlap excused"
+                )
+                return
         if end is None:  # an open segment without an end: it would consume committed offsets
             problems.append(
                 f"{self.where}: open segment {label} ({status}) starts at {start}, but "
@@ -329,6 +349,7 @@ def check_rows(
     segments: Sequence[SegmentRows],
     stream: StreamRows,
     lost: Iterable[LostRange] = (),
+    replayed: Iterable[LostRange] = (),
 ) -> LedgerReport:
     """The row check of the module docstring for one partition's DONE segments."""
     where = f"partition {partition}"
@@ -388,6 +409,15 @@ def check_rows(
         for a, b in _runs(o for o in compared if o not in holders and o not in excused)
     ]
     production_lines, unkeyed = _duplicate_production(where, compared, produced)
+    replays = _Covered((r.start, r.end) for r in replayed if r.partition == partition)
+    twice = [o for o, names in holders.items() if len(names) == 2 and o in replays]
+    for offset in twice:  # consumed again on purpose (a resume from smallest): not duplicates
+        holders[offset] = holders[offset][:1]
+    if twice:
+        report.notes.append(
+            f"{where}: {_n(len(twice), 'row')} held twice because a resume from smallest "
+            "consumed committed offsets again: excused"
+        )
     for lines, what in (
         (outside, "rows outside their segment's range"),
         (_duplicates(where, holders, produced), "duplicated rows"),

@@ -21,11 +21,13 @@ segment), starting at
   replaced by the earliest, and noted. After a topic swap (the IdealState's
   `streamChangedWhilePaused`, written with the new config) an old offset means nothing in the
   new topic: every partition starts at the new topic's earliest offset;
-- `smallest`: the stream's earliest offset (rows already committed are consumed again, as in Pinot);
+- `smallest`: the stream's earliest offset (rows already committed are consumed again, as in
+  Pinot: a *replay*, recorded like a skip so that the ledger excuses exactly those duplicates);
 - `largest`: the stream's latest offset; the rows in between are *skipped* on purpose.
-Skips and losses are returned per partition and written into the new segment's metadata
-(`custom.map`: `consumption.skippedFrom`, `consumption.skipReason`) so that the ledger excuses
-exactly that gap and the console can show it for as long as the segment exists.
+Skips, losses and replays are returned per partition and written into the new segment's metadata
+(`custom.map`: `consumption.previousOffset`, where consumption had stopped, and
+`consumption.startReason`) so that the ledger excuses exactly that gap (or those duplicates) and
+the console can show it for as long as the segment exists.
 The plan is computed inside the IdealState's compare-and-set update, from the record being replaced:
 a partition that gained a CONSUMING segment meanwhile (a racing commit or resume) gets none, so no
 partition ever has two.
@@ -54,8 +56,8 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
-    "SKIPPED_FROM",
-    "SKIP_REASON",
+    "PREVIOUS_OFFSET",
+    "START_REASON",
     "STREAM_CHANGED",
     "ConsumeFrom",
     "NewSegment",
@@ -77,8 +79,8 @@ __all__ = [
 ]
 
 STREAM_CHANGED = "streamChangedWhilePaused"  # IdealState simpleField, this project's own
-SKIPPED_FROM = "consumption.skippedFrom"
-SKIP_REASON = "consumption.skipReason"
+PREVIOUS_OFFSET = "consumption.previousOffset"
+START_REASON = "consumption.startReason"
 PAUSED_COMMENT = (
     "Pause flag is set. Consuming segments are being committed. Use /pauseStatus endpoint in a "
     "few moments to check if all consuming segments have been committed."
@@ -98,6 +100,7 @@ class ConsumeFrom(StrEnum):
 class SkipReason(StrEnum):
     DATA_LOSS = "dataLoss"  # the stream dropped the offsets before they were consumed
     LARGEST = "largest"  # the operator chose to skip them
+    SMALLEST = "smallest"  # the operator chose to consume committed offsets again (a replay)
     TOPIC_CHANGED = "topicChanged"  # the offset is beyond this stream's latest one
 
 
@@ -224,7 +227,7 @@ class NewSegment:
     def custom_map(self) -> dict[str, str]:
         if self.skip_reason is None or self.wanted_offset is None:
             return {}
-        return {SKIPPED_FROM: str(self.wanted_offset), SKIP_REASON: str(self.skip_reason)}
+        return {PREVIOUS_OFFSET: str(self.wanted_offset), START_REASON: str(self.skip_reason)}
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,8 @@ def _start(
             )
         wanted = stream.earliest
     if consume_from == ConsumeFrom.SMALLEST:
-        return stream.earliest, wanted, None
+        replay = SkipReason.SMALLEST if wanted is not None and wanted > stream.earliest else None
+        return stream.earliest, wanted, replay
     if consume_from == ConsumeFrom.LARGEST:
         skip = SkipReason.LARGEST if wanted is not None and stream.latest > wanted else None
         return stream.latest, wanted, skip

@@ -111,3 +111,42 @@ def test_bad_bulk_requests_change_nothing(operator, two_tables, zk, django_user_
     reply = operator.post("/api/v1/bulk/pause?tables=githubEvents,nope&dryRun=false&comment=xyz")
     results = {t["table"]: (t["result"], t["status"]) for t in reply.json()["tables"]}
     assert results == {"githubEvents_REALTIME": ("OK", 200), "nope_REALTIME": ("REJECTED", 404)}
+
+
+def test_audit_summaries_say_what_an_action_did():
+    resume = {
+        "segments": [
+            {
+                "segment": "t__0__5",
+                "startOffset": 900,
+                "previousOffset": 700,
+                "skipped": 200,
+                "startReason": "largest",
+            },
+            {
+                "segment": "t__1__5",
+                "startOffset": 1,
+                "previousOffset": 80,
+                "skipped": 0,
+                "startReason": "smallest",
+            },
+            {
+                "segment": "t__2__5",
+                "startOffset": 40,
+                "previousOffset": 40,
+                "skipped": 0,
+                "startReason": None,
+            },
+        ],
+        "dataLoss": 0,
+    }
+    assert AuditEntry(detail=resume).summary == (
+        "3 new consuming segment(s); t__0__5: skipped 200 offset(s) from 700 (largest); "
+        "t__1__5: starts at 1, not 80 (smallest)"
+    )
+    pause = {"written": False, "consumingSegments": [], "jobId": None}
+    assert AuditEntry(detail=pause).summary == "already paused; 0 segment(s) to commit"
+    assert AuditEntry(detail={"jobId": "j", "segments": ["a", "b"]}).summary == (
+        "2 segment(s) to commit"
+    )
+    assert AuditEntry(detail={"error": "Table x not found!"}).summary == "Table x not found!"

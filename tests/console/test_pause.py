@@ -155,14 +155,14 @@ def test_resume_from_largest_records_the_skip(operator, table, ends, zk, setting
     fresh = consuming_by_partition()
     assert meta(fresh[2]).start_offset == str(ends[2] + 5)  # the 5 rows produced while paused
     assert meta(fresh[2]).custom_map == {
-        "consumption.skippedFrom": str(ends[2]),
-        "consumption.skipReason": "largest",
+        "consumption.previousOffset": str(ends[2]),
+        "consumption.startReason": "largest",
     }
     assert meta(fresh[0]).custom_map == {}  # nothing was skipped there
     (skip,) = [
         s for s in AuditEntry.objects.get(action="resume").detail["segments"] if s["skipped"]
     ]
-    assert (skip["segment"], skip["skipped"], skip["skipReason"]) == (fresh[2], 5, "largest")
+    assert (skip["segment"], skip["skipped"], skip["startReason"]) == (fresh[2], 5, "largest")
     assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 0
 
 
@@ -176,7 +176,7 @@ def test_resume_past_dropped_offsets_counts_data_loss(operator, table, ends, zk,
     operator.post("/tables/githubEvents/resumeConsumption")
     fresh = consuming_by_partition()
     assert meta(fresh[3]).start_offset == str(ends[3] + 3)
-    assert meta(fresh[3]).custom_map["consumption.skipReason"] == "dataLoss"
+    assert meta(fresh[3]).custom_map["consumption.startReason"] == "dataLoss"
     assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 3
 
 

@@ -151,8 +151,8 @@ def test_pause_and_resume_under_steady_production(ingest, topic, django_user_mod
     for partition, segment in fresh.items():
         assert _start(segment) == before[partition]
         custom = manager.segment_metadata(TABLE, segment).custom_map
-        assert custom["consumption.skipReason"] == "largest"
-        assert int(custom["consumption.skippedFrom"]) == latest[partition]
+        assert custom["consumption.startReason"] == "largest"
+        assert int(custom["consumption.previousOffset"]) == latest[partition]
     audit = AuditEntry.objects.filter(action="resume").latest("at")
     assert sum(s["skipped"] for s in audit.detail["segments"]) == sum(
         before[p] - latest[p] for p in range(4)
@@ -162,11 +162,22 @@ def test_pause_and_resume_under_steady_production(ingest, topic, django_user_mod
     assert "PROBLEM" not in report, report
     assert "skipped by a resume from largest" in report
 
-    # 4. Resume from smallest: Pinot starts again at the earliest offset the stream holds.
+    # 4. Resume from smallest: Pinot starts again at the earliest offset the stream holds and
+    # consumes every row again; the replay is recorded, so the ledger excuses exactly it.
     fresh = _resume(api, "smallest")
     for partition, segment in fresh.items():
         assert _start(segment) == stream.earliest_offset(partition)
+        custom = manager.segment_metadata(TABLE, segment).custom_map
+        assert custom == {
+            "consumption.previousOffset": str(before[partition]),
+            "consumption.startReason": "smallest",
+        }
     wait_until(lambda: _consuming_at(ingest, fresh, before), timeout=180, what="replayed")
+    _pause_and_wait(api, "after+smallest")
+    report = verify_rows(TABLE)
+    assert "PROBLEM" not in report, report
+    assert "consumed again by a resume from smallest" in report
+    assert "held twice because a resume from smallest" in report
 
 
 def _post(port: int, token: str, path: str) -> tuple[int, dict]:

@@ -329,8 +329,8 @@ def test_a_resumes_recorded_skip_is_mirrored_with_the_metadata(ctx, zk, topic):
     def skipped(record):
         out = record.copy()
         out.map_fields["custom.map"] = {
-            "consumption.skippedFrom": "3",
-            "consumption.skipReason": "largest",
+            "consumption.previousOffset": "3",
+            "consumption.startReason": "largest",
         }
         return out
 
@@ -338,7 +338,7 @@ def test_a_resumes_recorded_skip_is_mirrored_with_the_metadata(ctx, zk, topic):
     sync_cluster(ctx)
     mirrored = MirroredSegment.objects.get(name=segment).metadata
     assert mirrored["custom.map"] == (
-        '{"consumption.skipReason":"largest","consumption.skippedFrom":"3"}'
+        '{"consumption.previousOffset":"3","consumption.startReason":"largest"}'
     )
     assert mirrored["segment.realtime.status"] == "IN_PROGRESS"
 

@@ -274,3 +274,29 @@ def test_combine_keeps_the_range_counts_and_adds_the_rows():
     assert (report.partitions, report.segments, report.open_segments) == (2, 1, 1)
     assert report.rows_checked == 13
     assert report.problems == ["p"] and report.notes[-1] == "n" and not report.ok
+
+
+def test_a_declared_replay_excuses_exactly_its_overlaps_and_duplicates():
+    """A resume from smallest at 1 after consumption stopped at 200: [1, 200) again."""
+    replay = LostRange(0, 1, 200, "were consumed again by a resume from smallest")
+    segments = [
+        seg(0, 0, 1, 100),
+        seg(0, 1, 100, 200),
+        seg(0, 2, 1, 150),  # the replay, in two segments
+        seg(0, 3, 150, 260),  # crosses where consumption had stopped
+        seg(0, 4, 260, 300),
+    ]
+    report = check_ranges(segments, replayed=[replay])
+    assert report.ok, report.problems
+    assert sum("overlap excused" in note for note in report.notes) == 2
+    assert not check_ranges(segments).ok  # undeclared, the same overlaps are problems
+    assert not check_ranges(segments, replayed=[LostRange(0, 50, 200, "x")]).ok  # not from 1
+
+    held = [rows(0, 1, 100), rows(1, 100, 200), rows(2, 1, 150), rows(3, 150, 260)]
+    checked = check_rows(0, held, stream(1, 259), replayed=[replay])
+    assert checked.ok, checked.problems
+    assert any("199 rows held twice" in note for note in checked.notes)
+    assert not check_rows(0, held, stream(1, 259)).ok
+    # A third copy is still a duplicate.
+    third = check_rows(0, [*held, rows(4, 1, 5)], stream(1, 259), replayed=[replay])
+    assert any("duplicated rows: offsets [1, 5)" in p for p in third.problems)

@@ -154,7 +154,7 @@ def test_an_offset_the_stream_dropped_is_data_loss():
     (made,) = plan(record, t, partitions=frozenset({0})).segments
     assert (made.start_offset, made.wanted_offset, made.skip_reason) == (100, 40, "dataLoss")
     assert made.skipped == 60
-    assert made.custom_map() == {p.SKIPPED_FROM: "40", p.SKIP_REASON: "dataLoss"}
+    assert made.custom_map() == {p.PREVIOUS_OFFSET: "40", p.START_REASON: "dataLoss"}
     assert p.ResumePlan((made,)).data_loss == 60
 
 
@@ -165,8 +165,9 @@ def test_largest_skips_and_smallest_replays():
     assert (largest.start_offset, largest.skip_reason, largest.skipped) == (500, "largest", 200)
     assert p.ResumePlan((largest,)).data_loss == 0  # a choice, not a loss
     (smallest,) = plan(record, t, p.ConsumeFrom.SMALLEST, partitions=frozenset({0})).segments
-    assert (smallest.start_offset, smallest.skip_reason, smallest.skipped) == (100, None, 0)
-    assert smallest.custom_map() == {}
+    assert (smallest.start_offset, smallest.skip_reason, smallest.skipped) == (100, "smallest", 0)
+    # A replay, not a skip: recorded so that the ledger excuses the rows consumed twice.
+    assert smallest.custom_map() == {p.PREVIOUS_OFFSET: "300", p.START_REASON: "smallest"}
 
 
 def test_an_offset_beyond_the_stream_means_another_topic():
