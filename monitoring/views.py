@@ -3,7 +3,8 @@
 Served by the controller process (port 9000) and by the web (gunicorn) alike: both read the same
 database, so either can be scraped. No login (Prometheus has no session) and no ZooKeeper access:
 `monitoring.controller_metrics` reads only the mirror, so a scrape still answers while ZooKeeper is
-down and reports how stale the mirror is.
+down and reports how stale the mirror is. Compressed (gzip) when the client accepts it, as
+Prometheus does.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.gzip import gzip_page
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -25,6 +27,7 @@ log = logging.getLogger("monitoring")
 @login_not_required
 @never_cache
 @require_safe
+@gzip_page  # Prometheus asks for gzip: at 1,000 tables the text is megabytes
 def metrics(request: HttpRequest) -> HttpResponse:
     """The Prometheus text format of every controller-side family; 503 if the database fails."""
     try:

@@ -382,7 +382,9 @@ class ServerInstance:
         """A snapshot of this server's replicas of `table`, or None when it does not serve the
         table (no IdealState, or not its tenant tag)."""
         with self._lock:
-            if self._ideal.get(table) is None or not self._serves.get(table):
+            # `_served`, not the cache alone: an IdealState change clears the cache, and a
+            # FORCE_COMMIT sent right after it (a pause) must not find the table "not served".
+            if self._ideal.get(table) is None or not self._served(table):
                 return None
             return dict(self.replicas.get(table, {}))
 

@@ -7,6 +7,7 @@ through the Django test client like Prometheus's would: anonymous, with ZooKeepe
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
@@ -302,6 +303,21 @@ def test_the_query_count_is_the_same_for_5_and_50_tables(client) -> None:
         got = samples(scrape(client))
     assert len(got["pinot_controller_percentSegmentsAvailable_Value"]) == 50
     assert len(few) == len(many) <= MAX_QUERIES
+
+
+def test_a_scrape_that_accepts_gzip_gets_it(client, cluster_mirror) -> None:
+    plain = scrape(client)
+    resp = client.get("/metrics", HTTP_ACCEPT_ENCODING="gzip")
+    assert resp.status_code == 200
+    assert resp["Content-Encoding"] == "gzip"
+    unzipped = gzip.decompress(resp.content).decode()
+    assert len(resp.content) < len(plain)
+
+    def steady(text: str) -> dict:  # the mirror's age moves between two scrapes
+        return {k: v for k, v in samples(text).items() if "Age" not in k and "age" not in k}
+
+    assert steady(unzipped) == steady(plain)
+    assert steady(plain)
 
 
 def test_promtool_accepts_the_exposition(client, cluster_mirror) -> None:

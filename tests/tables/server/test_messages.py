@@ -248,6 +248,22 @@ def test_a_segment_that_starts_while_its_partition_is_paused_is_committed_at_onc
     assert _consumer(serving, 3).phase is Phase.CONSUMING  # not paused: untouched
 
 
+@pytest.mark.zk
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_force_commit_right_after_an_idealstate_change_is_not_lost(serving, zk):
+    """A pause writes the IdealState, then sends FORCE_COMMIT at once: the server's watch has
+    cleared its cached tenant check and the reconcile thread has not re-read it yet. The
+    message must still find the consumers (it once found "none" and the pause never ended)."""
+    with serving.instance._lock:  # the state right after the IdealState watch fired
+        serving.instance._serves.pop(TABLE, None)
+    forced = serving.instance.messages.force_commit(TABLE, [serving.segments[1]])
+    assert forced == [serving.segments[1]]
+    consumer = _consumer(serving, 1)
+    wait_until(lambda: consumer.phase is Phase.HOLDING, what="partition 1 holding")
+    assert consumer.end_reason == FORCE_COMMIT
+
+
 # --- a consumer with no rows ---
 class EmptyStream(StreamProvider):
     def partition_count(self) -> int:

@@ -97,8 +97,13 @@ def test_a_blocking_fetch_returns_what_another_thread_produces(
     consumer = threading.Thread(target=consume)
     consumer.start()
     # Make it likely that the fetch is already blocked in XREAD; the result is the same either way.
+    # CLIENT LIST is server-wide: count only this session's database (TEST_SLOT), so that
+    # another pytest session's consumers blocked in XREAD do not satisfy the wait.
+    db = str(redis_client.connection_pool.connection_kwargs.get("db", 0))
     wait_until(
-        lambda: any(c.get("cmd") == "xread" for c in redis_client.client_list()),
+        lambda: any(
+            c.get("cmd") == "xread" and str(c.get("db")) == db for c in redis_client.client_list()
+        ),
         timeout=10,
         what="a client blocked in XREAD",
     )
