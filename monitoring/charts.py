@@ -7,12 +7,15 @@ from the plotly package itself). One trace per stream partition in each figure:
 - `records_lag`: records behind the stream (worst replica),
 - `time_lag`: availability lag in seconds (worst replica).
 Backgrounds are transparent and colours neutral, so the page's light or dark theme shows through.
+The x axis always spans the whole window (`now - window` to `now`) with hour:minute ticks, so a
+table that started sampling a minute ago reads as "one minute of data", not as a zoomed-in axis
+of overlapping second-precision labels; the legend sits to the right, clear of the axis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -41,7 +44,7 @@ def _series(samples: Iterable[Sample]) -> dict[int, dict[str, list[Any]]]:
     return series
 
 
-def _figure(key: str, series: dict[int, dict[str, list[Any]]]) -> go.Figure:
+def _figure(key: str, series: dict[int, dict[str, list[Any]]], x_range: list[str]) -> go.Figure:
     title, unit = FIGURES[key]
     traces = [
         go.Scatter(
@@ -56,22 +59,32 @@ def _figure(key: str, series: dict[int, dict[str, list[Any]]]) -> go.Figure:
     layout = go.Layout(
         title={"text": title, "x": 0, "font": {"size": 14}},
         height=260,
-        margin={"l": 56, "r": 16, "t": 36, "b": 36},
+        margin={"l": 56, "r": 8, "t": 36, "b": 36},
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
-        xaxis={"type": "date", "gridcolor": GRID},
+        xaxis={
+            "type": "date",
+            "range": x_range,
+            "tickformat": "%H:%M",
+            "hoverformat": "%H:%M:%S",
+            "nticks": 7,
+            "gridcolor": GRID,
+        },
         yaxis={"title": {"text": unit}, "rangemode": "tozero", "gridcolor": GRID},
         showlegend=len(traces) > 1,
-        legend={"orientation": "h", "y": -0.2},
+        legend={"orientation": "v", "x": 1.02, "y": 1, "font": {"size": 11}},
         hovermode="x unified",
     )
     return go.Figure(data=traces, layout=layout)
 
 
-def ingestion_figures(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
-    """The three figures as JSON-ready dicts (for `json_script`); empty when there are no
-    samples. `sampled_at` must be UTC (Django's aware datetimes are)."""
+def ingestion_figures(
+    samples: Sequence[Sample], now: datetime, window: timedelta
+) -> dict[str, dict[str, Any]]:
+    """The three figures as JSON-ready dicts (for `json_script`), each spanning `window` up to
+    `now`; empty when there are no samples. Times must be UTC (Django's aware datetimes are)."""
     if not samples:
         return {}
     series = _series(samples)
-    return {key: _figure(key, series).to_plotly_json() for key in FIGURES}
+    x_range = [(now - window).strftime(ISO), now.strftime(ISO)]
+    return {key: _figure(key, series, x_range).to_plotly_json() for key in FIGURES}

@@ -4,10 +4,15 @@ Every check is a real round trip: a ZooKeeper session and read, a Redis PING, a 
 task answered by a worker process, a Spark job run inside the Spark worker, and the age of the last
 Celery beat heartbeat. Checks run concurrently, each bounded by its own timeout, so one slow or dead
 component never hides the state of the others. A check never raises: failure is a result.
+
+The Spark worker builds segments one at a time, so a probe queued behind builds would time out
+exactly when Spark is busiest: a segment build that succeeded within the Spark timeout is the same
+proof that Spark runs jobs, and then no probe is queued.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,10 +76,34 @@ def _celery_worker() -> str:
     return f"task answered by worker process {reply['pid']}"
 
 
+def _recent_build(within_s: float) -> str:
+    """What the newest segment build that succeeded within `within_s` says, or ""."""
+    from django.utils import timezone
+
+    from tables.models import Job
+
+    since = timezone.now() - dt.timedelta(seconds=within_s)
+    job = (
+        Job.objects.filter(status=Job.Status.SUCCEEDED, finished_at__gte=since)
+        .order_by("-finished_at")
+        .first()
+    )
+    if job is None or job.finished_at is None:
+        return ""
+    age = (timezone.now() - job.finished_at).total_seconds()
+    return (
+        f"Spark built {job.segment} {age:.0f} s ago in {job.worker or 'the spark worker'} "
+        f"({job.duration_ms or 0} ms; no probe queued behind the builds)"
+    )
+
+
 def _spark() -> str:
     from tables.tasks import spark_probe
 
     timeout = settings.HEALTH_SPARK_TIMEOUT_SECONDS
+    recent = _recent_build(timeout)
+    if recent:
+        return recent
     reply = spark_probe.apply_async(expires=timeout).get(timeout=timeout)
     return (
         f"Spark {reply['version']} ({reply['master']}) ran a job in {reply['seconds']} s "
@@ -116,7 +145,7 @@ def _run_one(name: str) -> CheckResult:
     except Exception as exc:  # every failure is a result, never an error page
         detail, ok = f"{type(exc).__name__}: {exc}".strip(), False
     finally:
-        if name == "database":
+        if name in ("database", "spark"):
             connection.close()  # this ran in a pool thread: do not leak its connection
     latency = round((time.perf_counter() - started) * 1000, 1)
     return CheckResult(name=name, label=label, ok=ok, latency_ms=latency, detail=detail)

@@ -276,7 +276,7 @@ def _figures(table: MirroredTable, now: dt.datetime, partition: int | None = Non
     points = samples.order_by("partition", "sampled_at").values_list(
         "partition", "sampled_at", "rows_per_s", "records_lag", "time_lag_ms"
     )
-    return charts.ingestion_figures(list(points))
+    return charts.ingestion_figures(list(points), now, CHART_WINDOW)
 
 
 def _controller_of(table: MirroredTable) -> str:

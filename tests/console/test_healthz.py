@@ -80,3 +80,45 @@ def test_browsers_get_the_page(client):
     assert resp.status_code == 200
     assert resp["Content-Type"].startswith("text/html")
     assert b'data-check="spark"' in resp.content
+
+
+def _build_job(finished_ago_s: float):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tables.models import Job
+
+    finished = timezone.now() - timedelta(seconds=finished_ago_s)
+    return Job.objects.create(
+        kind=Job.Kind.BUILD,
+        table="githubEvents_REALTIME",
+        segment="githubEvents__0__3__20261125T0300Z",
+        status=Job.Status.SUCCEEDED,
+        worker="host:4242",
+        duration_ms=3100,
+        started_at=finished - timedelta(seconds=3),
+        finished_at=finished,
+    )
+
+
+@pytest.mark.django_db(transaction=True)  # the check reads the Job from its own thread
+def test_a_recent_build_proves_spark_without_queueing_a_probe(client, settings):
+    """No Spark worker runs here: a probe could not be answered, a fresh build answers for it."""
+    settings.HEALTH_SPARK_TIMEOUT_SECONDS = 2
+    _build_job(finished_ago_s=1)
+    body = client.get("/healthz?check=spark").json()
+    assert body["checks"]["spark"]["ok"], body
+    detail = body["checks"]["spark"]["detail"]
+    assert "built githubEvents__0__3__20261125T0300Z" in detail and "host:4242" in detail
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_old_build_does_not_count_and_the_probe_must_answer(client, settings):
+    """Whether a spark worker answers depends on what ran before: either way, the result is the
+    probe's (its answer, or its time-out), not the old build's."""
+    settings.HEALTH_SPARK_TIMEOUT_SECONDS = 1
+    _build_job(finished_ago_s=30)
+    check = client.get("/healthz?check=spark").json()["checks"]["spark"]
+    assert "githubEvents__0__3__20261125T0300Z" not in check["detail"]
+    assert ("ran a job" in check["detail"]) if check["ok"] else ("Timeout" in check["detail"])
