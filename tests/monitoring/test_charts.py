@@ -23,15 +23,21 @@ def test_each_figure_spans_the_window_with_a_trace_per_partition():
     figures = ingestion_figures(samples, NOW, HOUR)
     assert sorted(figures) == sorted(FIGURES)
     for figure in figures.values():
-        assert figure["layout"]["xaxis"]["range"] == [
-            "2026-11-25T02:00:00.000000Z",
-            "2026-11-25T03:00:00.000000Z",
-        ]
+        assert figure["layout"]["xaxis"]["range"] == [_ms(NOW - HOUR), _ms(NOW)]
+        assert figure["layout"]["xaxis"]["type"] == "date"
+        assert figure["layout"]["showlegend"] is True
         assert [trace["name"] for trace in figure["data"]] == ["partition 0", "partition 1"]
     partition0 = figures["time_lag"]["data"][0]
     assert list(partition0["y"]) == [0.0, 2.5]  # milliseconds shown as seconds
     assert list(figures["records_lag"]["data"][1]["y"]) == [40]
-    assert list(figures["rate"]["data"][0]["x"]) == [
-        "2026-11-25T02:59:15.000000Z",
-        "2026-11-25T02:59:30.000000Z",
-    ]
+    assert figures["rate"]["data"][0]["x"] == [_ms(NOW) - 45_000, _ms(NOW) - 30_000]
+    assert figures["rate"]["data"][1]["y"] == [12.5]
+
+
+def test_one_partition_needs_no_legend():
+    figures = ingestion_figures([(3, NOW, 1.0, 0, 0)], NOW, HOUR)
+    assert all(figure["layout"]["showlegend"] is False for figure in figures.values())
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
