@@ -119,6 +119,9 @@ STALLED_AFTER_SECONDS = env_float("STALLED_AFTER_SECONDS", 60.0)
 TRIAGE_LAGGING_RECORDS = int(env_float("TRIAGE_LAGGING_RECORDS", 10_000))
 TRIAGE_LAGGING_TIME_MS = int(env_float("TRIAGE_LAGGING_TIME_MS", 60_000))
 TRIAGE_IDLE_AFTER_SECONDS = env_float("TRIAGE_IDLE_AFTER_SECONDS", STALLED_AFTER_SECONDS)
+# A CONSUMING segment younger than this whose replicas have not published yet reads as STARTING
+# (a commit or resume just made it), not as NOT_REPORTING.
+TRIAGE_REPORT_GRACE_SECONDS = env_float("TRIAGE_REPORT_GRACE_SECONDS", 30.0)
 # Per-server timeout of the controller's consumingSegmentsInfo fan-out.
 SERVER_ADMIN_TIMEOUT_SECONDS = env_float("SERVER_ADMIN_TIMEOUT_SECONDS", 5.0)
 

@@ -134,6 +134,7 @@ def thresholds() -> triage.Thresholds:
         lagging_records=int(settings.TRIAGE_LAGGING_RECORDS),
         lagging_time_ms=int(settings.TRIAGE_LAGGING_TIME_MS),
         idle_after_s=float(settings.TRIAGE_IDLE_AFTER_SECONDS),
+        report_grace_s=float(settings.TRIAGE_REPORT_GRACE_SECONDS),
     )
 
 

@@ -9,7 +9,8 @@ Contract:
   partition it joins the IS replicas of the consuming segment with their live state, runs
   `tables.domain.triage.triage_partition`, keeps `progressed_at` across syncs (now when the offset
   or the consuming segment changed), and writes only the rows whose values changed; rows of
-  partitions that disappeared are deleted.
+  partitions that disappeared are deleted. Consuming segments no replica reports on get their
+  creation time from the mirrored segment (one batched query: STARTING vs NOT_REPORTING).
 - Each table's health (`triage.table_health`), max lags and rows/s are rolled up from its
   partitions and its segment counts; only changed table rows are written.
 - One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
@@ -115,6 +116,7 @@ def _partition_values(
     old: PartitionStatus | None,
     now_ms: int,
     thresholds: triage.Thresholds,
+    created_ms: int | None = None,
 ) -> tuple[dict[str, Any], triage.PartitionVerdict]:
     mine = {r: live[r] for r in shape.replicas if r in live} if shape.consuming_segment else {}
     replicas_live = {r: _replica_live(item) for r, item in mine.items()}
@@ -143,6 +145,7 @@ def _partition_values(
         ),
         partition_paused=partition in (table.paused_partitions or []),
         progressed_at_ms=progressed_ms,
+        consuming_created_ms=created_ms,
     )
     result = triage.triage_partition(facts, now_ms, thresholds)
     replicas: dict[str, dict[str, Any]] = {}
@@ -201,20 +204,24 @@ def sync_partitions(
     gone: list[int] = []
     table_updates: list[MirroredTable] = []
     sampled: list[tuple[MirroredTable, int, dict[str, Any]]] = []
+    layouts = {t.pk: _layout(t, shapes, stored.get(t.pk, {})) for t in tables}
+    created = _silent_segments_created(tables, layouts, live)
     for table in tables:
         olds = stored.get(table.pk, {})
-        if table.table_type != "REALTIME":
-            layout: dict[int, PartitionShape] = {}
-        elif table.name in shapes:
-            layout = shapes[table.name].partitions
-        else:
-            layout = _stored_shapes(olds.values())
+        layout = layouts[table.pk]
         verdicts: list[tuple[int, triage.PartitionVerdict]] = []
         for partition, shape in layout.items():
             old = olds.get(partition)
             found = live.get((table.name, shape.consuming_segment), {})
             values, result = _partition_values(
-                table, partition, shape, found, old, now_ms, thresholds
+                table,
+                partition,
+                shape,
+                found,
+                old,
+                now_ms,
+                thresholds,
+                created.get((table.pk, shape.consuming_segment)),
             )
             verdicts.append((partition, result))
             if result.current_offset is not None:
@@ -244,6 +251,42 @@ def sync_partitions(
     out.samples_pruned, _ = ConsumptionSample.objects.filter(
         sampled_at__lt=now - timedelta(seconds=retention_s)
     ).delete()
+    return out
+
+
+def _layout(
+    table: MirroredTable, shapes: Mapping[str, TableShape], olds: Mapping[int, PartitionStatus]
+) -> dict[int, PartitionShape]:
+    """The table's stream partitions: from a fresh read when it changed, else as stored."""
+    if table.table_type != "REALTIME":
+        return {}
+    if table.name in shapes:
+        return shapes[table.name].partitions
+    return _stored_shapes(olds.values())
+
+
+def _silent_segments_created(
+    tables: list[MirroredTable],
+    layouts: Mapping[int, Mapping[int, PartitionShape]],
+    live: Mapping[tuple[str, str], dict[str, PartitionLive]],
+) -> dict[tuple[int, str], int]:
+    """(table id, segment) -> creation time (ms) of every consuming segment no server reports on:
+    the ZK metadata's `segment.creation.time`, else the minute in its LLC name."""
+    wanted = {
+        (table.pk, shape.consuming_segment)
+        for table in tables
+        for shape in layouts[table.pk].values()
+        if shape.consuming_segment and not live.get((table.name, shape.consuming_segment))
+    }
+    out: dict[tuple[int, str], int] = {}
+    for chunk in chunks(sorted(wanted), DB_CHUNK):  # (table, name): the unique index's columns
+        rows = MirroredSegment.objects.filter(
+            table_id__in={pk for pk, _name in chunk}, name__in={name for _pk, name in chunk}
+        ).values_list("table_id", "name", "creation_time_ms", "created_ms")
+        for table_id, name, creation_ms, named_ms in rows:
+            when = creation_ms if creation_ms is not None else named_ms
+            if (table_id, name) in wanted and when is not None:
+                out[(table_id, name)] = when
     return out
 
 

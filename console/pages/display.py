@@ -36,6 +36,7 @@ VERDICT_LABELS: dict[str, str] = {
     "OFFSET_UNAVAILABLE": "Offsets lost upstream",
     "NOT_REPORTING": "Not reporting",
     "COMMITTING": "Committing",
+    "STARTING": "Starting",
 }
 
 VERDICT_HELP: dict[str, str] = {
@@ -49,6 +50,7 @@ VERDICT_HELP: dict[str, str] = {
     "OFFSET_UNAVAILABLE": "The stream dropped offsets before they were consumed.",
     "NOT_REPORTING": "No replica published its live state recently.",
     "COMMITTING": "A segment is being completed; offsets stand still meanwhile.",
+    "STARTING": "A new CONSUMING segment (just committed or resumed): servers are picking it up.",
 }
 
 

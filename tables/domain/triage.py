@@ -13,7 +13,10 @@ Contract:
     3. CONSUMER_ERROR            a replica is ERROR in the ExternalView, or a live replica reports
                                  consumerState NOT_CONSUMING outside a commit (phase ERROR, ...) BAD
     4. OFFSET_UNAVAILABLE        a replica reports lostOffsets > 0 (the stream dropped them)    BAD
-    5. NOT_REPORTING             no replica published live state for the consuming segment  WARNING
+    5. STARTING                  no replica published live state yet, and the consuming segment
+                                 was created less than report_grace_s ago (servers are still
+                                 picking it up: a commit just made it)                    UPDATING
+       NOT_REPORTING             no replica published live state for the consuming segment  WARNING
     6. COMMITTING                a replica is HOLDING, CATCHING_UP, COMMITTING (or just done)   GOOD
     7. STALLED                   records lag > 0 and no offset progress for >= stalled_after_s  BAD
     8. LAGGING                   records lag or availability lag above its threshold        WARNING
@@ -82,6 +85,7 @@ class Verdict(StrEnum):
     OFFSET_UNAVAILABLE = "OFFSET_UNAVAILABLE"
     NOT_REPORTING = "NOT_REPORTING"
     COMMITTING = "COMMITTING"
+    STARTING = "STARTING"
 
 
 VERDICT_HEALTH: dict[Verdict, Health] = {
@@ -94,6 +98,7 @@ VERDICT_HEALTH: dict[Verdict, Health] = {
     Verdict.MISSING_CONSUMING_SEGMENT: Health.BAD,
     Verdict.OFFSET_UNAVAILABLE: Health.BAD,
     Verdict.NOT_REPORTING: Health.WARNING,
+    Verdict.STARTING: Health.UPDATING,
     Verdict.COMMITTING: Health.GOOD,
 }
 
@@ -117,6 +122,7 @@ class Thresholds:
     lagging_records: int = 10_000
     lagging_time_ms: int = 60_000
     idle_after_s: float = 60.0
+    report_grace_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,7 @@ class PartitionFacts:
     pause: PauseInfo = PauseInfo()
     partition_paused: bool = False
     progressed_at_ms: int | None = None
+    consuming_created_ms: int | None = None  # the consuming segment's creation time
 
 
 @dataclass(frozen=True)
@@ -262,6 +269,14 @@ def triage_partition(
             stalled_s,
         )
     if not live:
+        created = facts.consuming_created_ms
+        grace_ms = thresholds.report_grace_s * 1000  # 0: off
+        if created is not None and grace_ms > 0 and now_ms - created < grace_ms:
+            return verdict(
+                Verdict.STARTING,
+                f"{facts.consuming_segment} created {_seconds(max(0, now_ms - created))} s ago; "
+                "its replicas have not reported yet",
+            )
         silent = ", ".join(sorted(facts.ev_states)) or "no replica"
         return verdict(
             Verdict.NOT_REPORTING, f"no live state for {facts.consuming_segment} from {silent}"

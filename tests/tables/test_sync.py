@@ -175,13 +175,14 @@ def test_a_full_sync_builds_every_mirror_row(ctx, zk, topic):
     assert first.start_offset != "" and first.metadata_version == 0
     assert set(first.ideal_states.values()) == {"CONSUMING"}
     assert first.external_states == first.ideal_states
-    # No server published live state: every partition reads as not reporting.
+    # No server published live state: the segments are new, so every partition reads as
+    # starting (servers still picking them up), and as not reporting once the grace is over.
     partitions = list(PartitionStatus.objects.filter(table=table))
     assert [p.partition for p in partitions] == [0, 1, 2, 3]
-    assert {p.verdict for p in partitions} == {"NOT_REPORTING"}
+    assert {p.verdict for p in partitions} == {"STARTING"}
     assert partitions[0].consuming_segment == first.name
     assert set(partitions[0].replicas) == set(first.ideal_states)
-    assert (table.health, table.health_reason.split(":")[0]) == ("WARNING", "partition 0")
+    assert (table.health, table.health_reason.split(":")[0]) == ("UPDATING", "partition 0")
     servers = list(MirroredInstance.objects.all())
     assert [s.name for s in servers] == SERVERS
     assert servers[0].kind == "SERVER" and servers[0].live and servers[0].port == 7001
@@ -192,6 +193,12 @@ def test_a_full_sync_builds_every_mirror_row(ctx, zk, topic):
     state = MirrorState.objects.get(name="zk")
     assert state.error == "" and state.last_synced is not None
     assert state.tables_read == 1 and state.segments_read == 4
+
+    sync_cluster(ctx, now_ms=first.creation_time_ms + 30_000)  # the grace's default is over
+    partitions = list(PartitionStatus.objects.filter(table=table))
+    assert {p.verdict for p in partitions} == {"NOT_REPORTING"}
+    table.refresh_from_db()
+    assert (table.health, table.health_reason.split(":")[0]) == ("WARNING", "partition 0")
 
 
 def test_an_unchanged_resync_costs_one_probe_per_table_and_reads_no_metadata(
@@ -243,7 +250,9 @@ def test_a_changed_idealstate_rereads_only_changed_and_unfinished_segments(
     assert done.display_state == "UPDATING"  # the ExternalView still says CONSUMING
     assert MirroredSegment.objects.get(name=following).status == "IN_PROGRESS"
     assert PartitionStatus.objects.get(partition=1).consuming_segment == following
-    assert MirroredTable.objects.get(name=TABLE).health == "WARNING"
+    # Nobody reports (no server runs): the new segments are starting, the table updating.
+    assert PartitionStatus.objects.get(partition=1).verdict == "STARTING"
+    assert MirroredTable.objects.get(name=TABLE).health == "UPDATING"
 
     _converge(zk)
     sync_cluster(ctx)
@@ -286,7 +295,8 @@ def test_deleted_segments_and_tables_lose_their_rows(ctx, zk, topic):
     assert LeadControllerPartition.objects.get(partition_id=15).tables == [TABLE]
 
 
-def test_the_pause_state_is_mirrored(ctx, zk, topic):
+def test_the_pause_state_is_mirrored(ctx, zk, topic, settings):
+    settings.TRIAGE_REPORT_GRACE_SECONDS = 0  # unreported partitions read as not reporting
     _create(ctx, topic)
     _converge(zk)
     pause = PauseState(paused=True, comment="topic swap", time_in_millis="2024-05-01 11:00:02.0")
@@ -349,6 +359,7 @@ def test_live_state_drives_the_partition_verdicts_and_samples(
     settings.STALLED_AFTER_SECONDS = 60
     settings.MIRROR_SAMPLE_SECONDS = 15
     settings.MIRROR_SAMPLE_RETENTION_SECONDS = 3600
+    settings.TRIAGE_REPORT_GRACE_SECONDS = 0  # partition 3, unreported, is not reporting
     _create(ctx, topic)
     _converge(zk)
     ideal = read_record(zk, PATHS.idealstate(TABLE)).record.map_fields

@@ -146,6 +146,21 @@ def test_a_consuming_segment_nobody_reports_on_is_not_reporting():
     assert result.current_offset is None
 
 
+def test_a_new_segment_nobody_reports_on_yet_is_starting_until_the_grace_runs_out():
+    grace_ms = int(T.report_grace_s * 1000)
+    result = judge(live={}, consuming_created_ms=NOW - 4_000)
+    assert (result.verdict, result.health) == (Verdict.STARTING, Health.UPDATING)
+    assert result.detail == f"{SEG} created 4 s ago; its replicas have not reported yet"
+    assert judge(live={}, consuming_created_ms=NOW - grace_ms + 1).verdict == Verdict.STARTING
+    assert judge(live={}, consuming_created_ms=NOW - grace_ms).verdict == Verdict.NOT_REPORTING
+    assert judge(live={}, consuming_created_ms=None).verdict == Verdict.NOT_REPORTING
+    # Reports win over the grace: a replica that publishes is judged on what it says.
+    assert judge(consuming_created_ms=NOW - 1_000).verdict == Verdict.CONSUMING
+    # Errors still come first.
+    error = judge(live={}, ev_states={"S1": "ERROR"}, consuming_created_ms=NOW - 1_000)
+    assert error.verdict == Verdict.CONSUMER_ERROR
+
+
 @pytest.mark.parametrize("phase", ["HOLDING", "CATCHING_UP", "COMMITTING"])
 def test_a_replica_completing_the_segment_is_committing(phase):
     result = judge(
@@ -166,6 +181,7 @@ def test_precedence_is_the_documented_order():
         ({"consuming_segment": ""}, Verdict.MISSING_CONSUMING_SEGMENT),
         ({"live": bad_live}, Verdict.CONSUMER_ERROR),
         ({"live": {"S1": live(lost_offsets=5, phase="COMMITTING")}}, Verdict.OFFSET_UNAVAILABLE),
+        ({"live": {}, "consuming_created_ms": NOW}, Verdict.STARTING),
         ({"live": {}}, Verdict.NOT_REPORTING),
         ({"live": holding, "progressed_at_ms": NOW - 600_000}, Verdict.COMMITTING),
         ({"live": behind, "progressed_at_ms": NOW - 600_000}, Verdict.STALLED),
