@@ -18,7 +18,9 @@ Each of `--runs` rounds:
     make test-services-up
     .venv/bin/python bench/pause.py [--partitions 16] [--rows 1600] [--runs 3] [--warmup 1]
 
-Prints each run's two times, the medians and the ratio pause / one commit.
+Prints each run's two times (with the pause's Spark builds: count, median and summed duration;
+one spark worker slot builds them one after the other), the medians and the ratio pause / one
+commit.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import statistics
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,6 +121,26 @@ def one_commit(manager: ResourceManager, commits: ForceCommitManager) -> float:
     return time.monotonic() - started
 
 
+def builds_since(moment: datetime) -> str:
+    """The Spark builds that finished since `moment`: how many, their median and summed time (a
+    sum close to the pause's wall time means they ran one after the other)."""
+    from tables.models import Job
+
+    durations = [
+        ms / 1000
+        for ms in Job.objects.filter(
+            kind=Job.Kind.BUILD, status=Job.Status.SUCCEEDED, finished_at__gte=moment
+        ).values_list("duration_ms", flat=True)
+        if ms is not None
+    ]
+    if not durations:
+        return "no build recorded"
+    return (
+        f"{len(durations)} builds, median {statistics.median(durations):.2f} s, "
+        f"sum {sum(durations):.2f} s"
+    )
+
+
 def pause(pauses: PauseManager) -> float:
     started = time.monotonic()
     pauses.pause(TABLE, comment="bench")
@@ -180,11 +203,14 @@ def main() -> int:
             wait_until(
                 lambda latest=latest: caught_up(cluster, latest), timeout=300, what="rows consumed"
             )
-            one, whole = one_commit(manager, commits), pause(pauses)
+            one = one_commit(manager, commits)
+            paused_at = datetime.now(UTC)
+            whole = pause(pauses)
             label = f"run {run}" if run > 0 else "warm-up"
             print(
                 f"  {label:>7}: one segment commit {one:7.2f} s   "
-                f"pause of {args.partitions} partitions x 2 replicas {whole:7.2f} s",
+                f"pause of {args.partitions} partitions x 2 replicas {whole:7.2f} s "
+                f"({builds_since(paused_at)})",
                 flush=True,
             )
             if run > 0:
