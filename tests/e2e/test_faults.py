@@ -39,6 +39,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 TABLE = "githubEvents_REALTIME"
+EARLY_ROWS = 500  # the lagging-replica test stops its laggard before this many rows
 
 
 def _create_table(topic: str, **stream: str) -> ResourceManager:
@@ -98,12 +99,17 @@ def test_killed_committer_another_replica_commits_after_the_deadline(ingest, top
     assert worker_zk.exists(PATHS.liveinstance(ingest.server_id(index))) is None
 
 
-def test_a_lagging_replica_gets_catch_up_then_keep_or_discard(ingest, topic):
+def test_a_lagging_replica_gets_catch_up_then_keep_or_discard(ingest, topic, celery_workers):
+    """The segment ends on time. The laggard is stopped early in it (a few hundred rows in, many
+    seconds of production before the time limit), so when it wakes after the limit it asks at
+    once with fewer rows than the committer has; and the Spark worker is held while the committer
+    builds, so that question lands while the committer is still uploading: CATCH_UP, never a race
+    with commit end (which would make it DISCARD straight away)."""
     manager = _create_table(
         topic,
         **{
             "realtime.segment.flush.threshold.segment.rows": "100000",
-            "realtime.segment.flush.threshold.time": "8s",
+            "realtime.segment.flush.threshold.time": "15s",
         },
     )
     first = sorted(
@@ -114,20 +120,31 @@ def test_a_lagging_replica_gets_catch_up_then_keep_or_discard(ingest, topic):
     leader, laggard = _index_of(ingest, instances[0]), _index_of(ingest, instances[1])
     producer = produce(topic, 16_000, rate=1_000)
 
-    def laggard_has_rows() -> bool:
+    def laggard_early() -> bool:
         items = replicas_by_server(ingest, TABLE).get(laggard, [])
-        return any(i["segmentName"] == segment and i.get("rows", 0) > 0 for i in items)
+        return any(i["segmentName"] == segment and 0 < i.get("rows", 0) < EARLY_ROWS for i in items)
 
-    wait_until(laggard_has_rows, timeout=60, what="the laggard consuming")
+    wait_until(laggard_early, timeout=60, interval=0.05, what="the laggard consuming")
     pid = ingest.procs[f"server{laggard}"].pid
+    spark = sorted(celery_workers.child_pids("spark"))
     os.kill(pid, signal.SIGSTOP)  # a long pause: the other replica goes ahead and commits
     try:
+        for child in spark:
+            os.kill(child, signal.SIGSTOP)  # the committer's build waits (its lease is extended)
         wait_until(
             lambda: _phase_of(ingest, leader, segment) == "COMMITTING",
             timeout=60,
             what=f"the other replica committing {segment}",
         )
+        os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: _response_count(ingest, laggard, "CatchUp") >= 1,
+            timeout=60,
+            what="the laggard told to catch up",
+        )
     finally:
+        for child in spark:
+            os.kill(child, signal.SIGCONT)
         os.kill(pid, signal.SIGCONT)
     log_line = re.compile(rf"{re.escape(segment)}: (KEEP|DISCARD) at offset")
     wait_until(
