@@ -118,7 +118,7 @@ def _partition_values(
     thresholds: triage.Thresholds,
     created_ms: int | None = None,
 ) -> tuple[dict[str, Any], triage.PartitionVerdict]:
-    mine = {r: live[r] for r in shape.replicas if r in live} if shape.consuming_segment else {}
+    mine = _reports(shape, live)
     replicas_live = {r: _replica_live(item) for r, item in mine.items()}
     current = max(
         (i.currentOffset for i in mine.values() if i.currentOffset is not None), default=None
@@ -254,6 +254,14 @@ def sync_partitions(
     return out
 
 
+def _reports(shape: PartitionShape, live: Mapping[str, PartitionLive]) -> dict[str, PartitionLive]:
+    """What the IdealState replicas of the partition's consuming segment published (none when it
+    has no consuming segment); servers outside the IdealState do not count."""
+    if not shape.consuming_segment:
+        return {}
+    return {r: live[r] for r in shape.replicas if r in live}
+
+
 def _layout(
     table: MirroredTable, shapes: Mapping[str, TableShape], olds: Mapping[int, PartitionStatus]
 ) -> dict[int, PartitionShape]:
@@ -276,7 +284,8 @@ def _silent_segments_created(
         (table.pk, shape.consuming_segment)
         for table in tables
         for shape in layouts[table.pk].values()
-        if shape.consuming_segment and not live.get((table.name, shape.consuming_segment))
+        if shape.consuming_segment
+        and not _reports(shape, live.get((table.name, shape.consuming_segment), {}))
     }
     out: dict[tuple[int, str], int] = {}
     for chunk in chunks(sorted(wanted), DB_CHUNK):  # (table, name): the unique index's columns
