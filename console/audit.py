@@ -29,6 +29,13 @@ def source_of(request: Any) -> str:
     return "page" if request.headers.get("X-Console-Page") == "1" else "api"
 
 
+def _storable(text: str, max_length: int | None = None) -> str:
+    """`text` as every database stores it: NUL bytes (refused by PostgreSQL) shown escaped, and
+    no longer than the column (a hostile name is audited, shortened, not a failed request)."""
+    text = text.replace("\x00", "\\x00")
+    return text if max_length is None or len(text) <= max_length else text[: max_length - 3] + "..."
+
+
 def record(
     request: Any,
     action: str,
@@ -45,8 +52,8 @@ def record(
         username=getattr(user, "username", "") or "anonymous",
         role=roles.role_of(user) or "",
         action=action,
-        target=target,
-        reason=reason,
+        target=_storable(target, 512),
+        reason=_storable(reason),
         result=result,
         status_code=status_code,
         detail=detail or {},

@@ -130,6 +130,8 @@ HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
 # A cold Spark session costs about 5 s of JVM start plus 2-3 s for the first job.
 HEALTH_SPARK_TIMEOUT_SECONDS = env_float("HEALTH_SPARK_TIMEOUT_SECONDS", 60.0)
 BEAT_HEARTBEAT_SECONDS = env_float("BEAT_HEARTBEAT_SECONDS", 10.0)
+# Anonymous /healthz answers up/down from the last probe results, cached this long (per process).
+HEALTH_CACHE_SECONDS = env_float("HEALTH_CACHE_SECONDS", 5.0)
 
 # --- the demo's local admin account (make demo) --------------------------------------------------
 DEMO_ADMIN_USER = env_str("DEMO_ADMIN_USER", "admin")
@@ -164,6 +166,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.middleware.StoreUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -222,13 +225,28 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # collectstatic (make demo) writes a .gz next to each file; whitenoise serves it to clients
+    # that accept gzip. (The 4.8 MB Plotly bundle comes from its package, gzipped by its view.)
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-# Serve static files from the app folders directly (no collectstatic step for the demo).
-WHITENOISE_USE_FINDERS = True
+# Serve from STATIC_ROOT once collectstatic filled it (compressed variants included); before
+# that, and in tests, straight from the app folders.
+WHITENOISE_USE_FINDERS = not (STATIC_ROOT / "console" / "console.css").exists()
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# Request bodies (console.api.parsers): a JSON body over MAX_REQUEST_BODY_BYTES gets 413, JSON
+# nested deeper than MAX_JSON_DEPTH gets 400. The size stays under ZooKeeper's 1 MB znode limit (a
+# schema or table config is stored whole); it also bounds form posts (DATA_UPLOAD_MAX_MEMORY_SIZE).
+MAX_REQUEST_BODY_BYTES = max(1024, int(env_float("MAX_REQUEST_BODY_BYTES", 512 * 1024)))
+MAX_JSON_DEPTH = max(8, int(env_float("MAX_JSON_DEPTH", 64)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+
 REST_FRAMEWORK = {
+    "DEFAULT_PARSER_CLASSES": [
+        "console.api.parsers.LimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # curl -u user:password, like a Pinot controller with basic auth; first, so that an
         # unauthenticated call gets 401 with a WWW-Authenticate challenge.

@@ -13,12 +13,18 @@ Families (all defined once, in `DEFINITIONS`):
   `..._missingConsumingSegmentTotalCount_Value`, `..._pauselessConsumptionEnabled_Value` and this
   project's `..._segmentsMissingDownloadUrl_Value`; `table` is the raw name.
 - per partition, RealtimeConsumerMonitor's `pinot_controller_maxRecordsLag_Value` and
-  `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`.
+  `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`, only for
+  partitions whose lag is known (`triage.lag_known`: a reporting replica knows its upstream
+  offset); an unknown lag is absent, not 0.
 - durable counters (`tables.models.DurableCounter`) as Pinot meters' `_Count`:
   `pinot_controller_<name>_Count{table,tableType}` (`llcStateMachineAborts`: `{table}` only, as
   Pinot keys that meter by raw table). They are exposed untyped, as `monitoring.server_metrics`
   does, so the names keep Pinot's `_Count` (a Prometheus counter would append `_total`). Every
-  mirrored REALTIME table gets a 0 sample, so `increase()` sees a table's first failure.
+  mirrored REALTIME table gets a 0 sample, so `increase()` sees a table's first failure; the
+  counts of tables no longer mirrored (deleted) are not exposed, so their label sets go away.
+  `pinot_controller_llcCompletionCallsRefused_Count{cause}` counts completion calls the lead
+  controller refused (`tables.domain.completion_trust.Cause`; one durable counter per cause, every
+  cause always sampled).
 - `pinot_controller_LeaderPartitionCount_Value{controller}`: leadControllerResource partitions
   each controller is MASTER of. Pinot exports it per controller process, unlabelled; a scrape of
   the mirror sees every controller at once, hence the `controller` label.
@@ -45,6 +51,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from tables.domain.completion_trust import REFUSED_COUNTER, Cause, refusal_counter_name
 from tables.domain.names import raw_table_name
 from tables.models import (
     DurableCounter,
@@ -164,6 +171,13 @@ DEFINITIONS: dict[str, Definition] = {
         "on the lead controller.",
         ("table",),
     ),
+    REFUSED_COUNTER: _count(
+        REFUSED_COUNTER,
+        "Segment completion calls the lead controller refused, by cause: no or a bad cluster "
+        "token, an instance that is not live, not a replica of the segment, or an offset past "
+        "the stream partition's end. The FSM and ZooKeeper were left unchanged.",
+        ("cause",),
+    ),
     # Cluster.
     "LeaderPartitionCount": _gauge(
         "pinot_controller_LeaderPartitionCount_Value",
@@ -232,6 +246,8 @@ COUNTERS: tuple[str, ...] = (
     "llcStreamDataLoss",
     "llcStateMachineAborts",
 )
+# Cluster-wide durable counters of refused completion calls, one per cause.
+REFUSAL_COUNTERS: dict[str, Cause] = {refusal_counter_name(cause): cause for cause in Cause}
 
 
 # --- the collector --------------------------------------------------------------------------------
@@ -276,10 +292,9 @@ class ControllerCollector(Collector):
         return realtime
 
     def _partitions(self) -> Iterator[Metric]:
-        """Query 2: every partition's lag, joined to its table's names."""
-        rows = PartitionStatus.objects.order_by(
-            "table__raw_name", "table__table_type", "partition"
-        ).values_list(
+        """Query 2: every partition's known lag, joined to its table's names."""
+        known = PartitionStatus.objects.filter(upstream_offset__isnull=False)
+        rows = known.order_by("table__raw_name", "table__table_type", "partition").values_list(
             "table__raw_name", "table__table_type", "partition", *PARTITION_GAUGES.values()
         )
         families = {key: DEFINITIONS[key].family() for key in PARTITION_GAUGES}
@@ -292,11 +307,18 @@ class ControllerCollector(Collector):
     def _counters(self, realtime: list[str]) -> Iterator[Metric]:
         """Query 3: the durable counters; a 0 for every REALTIME table that has none yet."""
         values: dict[str, dict[str, int]] = {name: dict.fromkeys(realtime, 0) for name in COUNTERS}
-        rows = DurableCounter.objects.filter(name__in=COUNTERS).values_list(
+        mirrored = set(realtime)
+        refused: dict[Cause, int] = dict.fromkeys(Cause, 0)
+        rows = DurableCounter.objects.filter(name__in=(*COUNTERS, *REFUSAL_COUNTERS)).values_list(
             "name", "table", "value"
         )
         for name, table, value in rows:
+            if name in REFUSAL_COUNTERS:
+                refused[REFUSAL_COUNTERS[name]] += value
+                continue
             raw = raw_table_name(table)
+            if raw and raw not in mirrored:
+                continue  # a deleted table: its series end with it, no stale label set stays
             values[name][raw] = values[name].get(raw, 0) + value
         for name in COUNTERS:
             definition = DEFINITIONS[name]
@@ -309,6 +331,10 @@ class ControllerCollector(Collector):
                 else:
                     family.add_metric([raw], float(values[name][raw]))
             yield family
+        family = DEFINITIONS[REFUSED_COUNTER].family()
+        for cause in sorted(refused):
+            family.add_metric([str(cause)], float(refused[cause]))
+        yield family
 
     def _instances(self) -> Iterator[Metric]:
         """Query 4: participants counted by kind and liveness."""

@@ -8,11 +8,20 @@ component never hides the state of the others. A check never raises: failure is 
 The Spark worker builds segments one at a time, so a probe queued behind builds would time out
 exactly when Spark is busiest: a segment build that succeeded within the Spark timeout is the same
 proof that Spark runs jobs, and then no probe is queued.
+
+The ingestion check reads the database mirror: it is down when a table's rows wait upstream but
+nothing was consumed, or nothing committed, for a multiple of its flush time
+(`tables.mirror_flags.ingestion_problems`).
+
+`cached_checks(max_age_s)` answers from the last full run when it is younger than `max_age_s`
+(Django's cache, per process; one run at a time refreshes it), so anonymous /healthz calls never
+queue Celery or Spark round trips of their own.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,14 +29,17 @@ from dataclasses import asdict, dataclass
 
 import redis
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 
 from tables.redisconn import get_redis
 from tables.zk.client import get_client
 
-__all__ = ["CHECKS", "CheckResult", "record_beat_heartbeat", "run_checks"]
+__all__ = ["CHECKS", "CheckResult", "cached_checks", "record_beat_heartbeat", "run_checks"]
 
 BEAT_KEY = "console:health:beat"
+CACHE_KEY = "console:health:results"
+_refreshing = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,21 @@ def _celery_beat() -> str:
     return f"last heartbeat {age:.1f} s ago"
 
 
+def _ingestion() -> str:
+    from django.utils import timezone
+
+    from tables.mirror_flags import ingestion_problems
+    from tables.models import MirroredTable
+
+    problems = ingestion_problems(int(timezone.now().timestamp() * 1000))
+    if problems:
+        shown = "; ".join(f"{table}: {reason}" for table, reason in problems[:5])
+        more = f" (and {len(problems) - 5} more tables)" if len(problems) > 5 else ""
+        raise RuntimeError(shown + more)
+    realtime = MirroredTable.objects.filter(table_type="REALTIME").count()
+    return f"{realtime} realtime table(s): no table's rows wait without being consumed or committed"
+
+
 def record_beat_heartbeat(now: float) -> None:
     get_redis(settings.REDIS_URL).set(BEAT_KEY, repr(now), ex=3600)
 
@@ -134,7 +161,9 @@ CHECKS: dict[str, tuple[str, Callable[[], str]]] = {
     "celery_worker": ("Celery worker", _celery_worker),
     "celery_beat": ("Celery beat", _celery_beat),
     "spark": ("Spark", _spark),
+    "ingestion": ("Ingestion", _ingestion),
 }
+_USES_DATABASE = ("database", "spark", "ingestion")
 
 
 def _run_one(name: str) -> CheckResult:
@@ -145,7 +174,7 @@ def _run_one(name: str) -> CheckResult:
     except Exception as exc:  # every failure is a result, never an error page
         detail, ok = f"{type(exc).__name__}: {exc}".strip(), False
     finally:
-        if name in ("database", "spark"):
+        if name in _USES_DATABASE:
             connection.close()  # this ran in a pool thread: do not leak its connection
     latency = round((time.perf_counter() - started) * 1000, 1)
     return CheckResult(name=name, label=label, ok=ok, latency_ms=latency, detail=detail)
@@ -156,3 +185,26 @@ def run_checks(names: list[str] | None = None) -> list[CheckResult]:
     selected = [name for name in CHECKS if names is None or name in names]
     with ThreadPoolExecutor(max_workers=max(len(selected), 1)) as pool:
         return list(pool.map(_run_one, selected))
+
+
+def cached_checks(max_age_s: float) -> tuple[dt.datetime, list[CheckResult]]:
+    """(when it ran, results) of the last full run if younger than `max_age_s`, else of a new
+    one (a single run at a time: concurrent callers wait for it and share its results)."""
+    found = cache.get(CACHE_KEY)
+    if found is None:
+        with _refreshing:
+            found = cache.get(CACHE_KEY)
+            if found is None:
+                found = remember(run_checks(), max_age_s)
+    at, results = found
+    return dt.datetime.fromisoformat(at), [CheckResult(**r) for r in results]
+
+
+def remember(results: list[CheckResult], max_age_s: float) -> tuple[str, list[dict[str, object]]]:
+    """Keep a full run's results for `cached_checks`; returns what was stored."""
+    from django.utils import timezone
+
+    stored = (timezone.now().isoformat(), [r.as_dict() for r in results])
+    if max_age_s > 0:
+        cache.set(CACHE_KEY, stored, timeout=max_age_s)
+    return stored

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# `make demo`: the whole stack on embedded defaults, in the foreground, until Ctrl-C.
+# `make demo`: the whole stack on embedded defaults, in the foreground, until Ctrl-C (or SIGTERM).
 # Starts ZooKeeper and Redis (unless already running), migrates, ensures an admin account, then runs
-# the Procfile with honcho: controller, web, Celery workers and beat, three ingestion servers, and a
-# producer that first creates the demo table (`create_demo_table --wait`). On exit honcho stops its
-# processes and this script stops exactly the services it started.
+# supervisord on deploy/supervisor/supervisord.conf.template (expanded into
+# $VAR_DIR/supervisord.conf): controller, web, Celery workers and beat, three ingestion servers, and
+# a producer that first creates the demo table (`create_demo_table --wait`). supervisord restarts a
+# program that dies, with back-off, while the others keep running; logs go to $VAR_DIR/log/.
+# On exit supervisord stops its programs and this script stops exactly the services it started.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 export PATH="$VENV/bin:$PATH"
-if [ -f .env ]; then set -a; . ./.env; set +a; fi
+# Settings from .env (DEMO_ENV_FILE names another file; empty: none, as the tests run it).
+ENV_FILE="${DEMO_ENV_FILE-.env}"
+if [ -n "$ENV_FILE" ] && [ -f "$ENV_FILE" ]; then set -a; . "$ENV_FILE"; set +a; fi
 
 export VAR_DIR="${VAR_DIR:-$ROOT/var}"
 export ZK_PORT="${ZK_PORT:-21810}" REDIS_PORT="${REDIS_PORT:-16379}" WEB_PORT="${WEB_PORT:-8000}"
-# The Procfile's controller, three ingestion servers (instance Server_127.0.0.1_<port>, admin HTTP on
+# The controller, three ingestion servers (instance Server_127.0.0.1_<port>, admin HTTP on
 # that port) and the producer's rate (rows/s over the demo topic's 4 partitions).
 export CONTROLLER_PORT="${CONTROLLER_PORT:-9000}" SERVER1_PORT="${SERVER1_PORT:-8098}" \
   SERVER2_PORT="${SERVER2_PORT:-8099}" SERVER3_PORT="${SERVER3_PORT:-8100}" \
@@ -27,10 +31,25 @@ if [ -z "${SECRET_KEY:-}${SECRET_KEY_FILE:-}" ]; then
   export SECRET_KEY_FILE="$VAR_DIR/secret_key"
 fi
 
+export LOG_DIR="$VAR_DIR/log" ROOT VENV PYTHON="$VENV/bin/python" DEMO_USER="$(id -un)"
+mkdir -p "$LOG_DIR"
+CONF="$VAR_DIR/supervisord.conf"
+if [ -S "$VAR_DIR/supervisor.sock" ] && supervisorctl -c "$CONF" pid >/dev/null 2>&1; then
+  echo "a demo is already running on $VAR_DIR (supervisorctl -c $CONF status)" >&2
+  exit 1
+fi
+
 export STARTED_FILE="$VAR_DIR/started.$$"
 : >"$STARTED_FILE"
+SUPERVISOR_PID="" READY_PID=""
 cleanup() {
   local started
+  trap '' INT TERM # a second Ctrl-C must not cut the shutdown short (supervisord bounds it)
+  [ -z "$READY_PID" ] || kill "$READY_PID" 2>/dev/null || true
+  if [ -n "$SUPERVISOR_PID" ]; then
+    kill -TERM "$SUPERVISOR_PID" 2>/dev/null || true
+    while kill -0 "$SUPERVISOR_PID" 2>/dev/null; do wait "$SUPERVISOR_PID" || true; done
+  fi
   started="$(tr '\n' ' ' <"$STARTED_FILE")"
   [ -z "${started// /}" ] || scripts/services.sh stop $started
   rm -f "$STARTED_FILE"
@@ -42,6 +61,28 @@ scripts/services.sh start
 python manage.py migrate --noinput -v 0
 python manage.py collectstatic --noinput -v 0
 python manage.py init_cluster
-python manage.py ensure_admin
+READY_NOTE="$(python manage.py ensure_admin)"
+echo "$READY_NOTE"
+export READY_NOTE
+# The configuration, with this run's ports, folders and supervisorctl password (so mode 0600);
+# supervisord starts every program at once.
+SUPERVISOR_PASSWORD="$(python -c 'import secrets; print(secrets.token_urlsafe(18))')" \
+  python - deploy/supervisor/supervisord.conf.template "$CONF" <<'PY'
+import os, string, sys
+text = string.Template(open(sys.argv[1], encoding="utf-8").read()).substitute(os.environ)
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.fchmod(fd, 0o600)
+with os.fdopen(fd, "w", encoding="utf-8") as out:
+    out.write(text)
+PY
 python scripts/wait_ready.py "http://127.0.0.1:$WEB_PORT" &
-honcho -f Procfile start
+READY_PID=$!
+echo "  Logs: $LOG_DIR/<program>.log   Processes: supervisorctl -c $CONF status"
+# In the background, so that this shell's traps run on Ctrl-C or SIGTERM: cleanup() has supervisord
+# stop its programs (SIGTERM) and waits for it before stopping the services.
+supervisord -n -c "$CONF" &
+SUPERVISOR_PID=$!
+rc=0
+wait "$SUPERVISOR_PID" || rc=$?
+SUPERVISOR_PID=""
+exit "$rc"

@@ -18,7 +18,13 @@ ZK="$VAR/zookeeper"
 RD="$VAR/redis"
 
 log() { printf '%s\n' "$*"; }
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A running process: a zombie (killed, not yet reaped by its parent) is not running any more.
+running() {
+  local state
+  state="$(sed -n 's/^.*) \([A-Za-z]\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 zk_cmd() {
   exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" || return 1
@@ -29,7 +35,7 @@ zk_cmd() {
 record_started() { [ -z "${STARTED_FILE:-}" ] || echo "$1" >>"$STARTED_FILE"; }
 wait_gone() {
   local pid=$1
-  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 150); do running "$pid" || return 0; sleep 0.1; done
   log "  pid $pid still alive after 15 s: SIGKILL"
   kill -9 "$pid" 2>/dev/null || true
 }
@@ -89,18 +95,28 @@ start_redis() {
   fi
   mkdir -p "$RD"
   rm -f "$RD/redis.pid"
-  # No persistence: the stream and the broker are rebuilt by each demo or test run.
-  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no --dir "$RD" \
+  # The embedded stream lives here, so Redis keeps it on disk: an append-only file under $RD
+  # (appendonlydir/), fsynced before each write is acknowledged (REDIS_APPENDFSYNC, default
+  # `always`), so a Redis killed with SIGKILL and started again on the same $VAR_DIR loses no
+  # write a client was told had succeeded. No RDB snapshots: the AOF is the one copy.
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly yes \
+    --appendfsync "${REDIS_APPENDFSYNC:-always}" --dir "$RD" \
     --databases 64 --daemonize yes --pidfile "$RD/redis.pid" --logfile "$RD/redis.log"
-  for _ in $(seq 200); do
+  # PING answers LOADING, not PONG, while Redis reads its append-only file back.
+  for _ in $(seq 1200); do
     if [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && [ -s "$RD/redis.pid" ]; then
       log "redis: up on 127.0.0.1:$REDIS_PORT (pid $(cat "$RD/redis.pid"))"
       record_started redis
       return
     fi
+    if [ -s "$RD/redis.pid" ] && ! alive "$RD/redis.pid"; then
+      tail -20 "$RD/redis.log" >&2
+      log "redis: exited during start (log: $RD/redis.log)" >&2
+      return 1
+    fi
     sleep 0.05
   done
-  log "redis: not answering after 10 s (log: $RD/redis.log)" >&2
+  log "redis: not answering after 60 s (log: $RD/redis.log)" >&2
   return 1
 }
 

@@ -1,11 +1,14 @@
 """Wait until the console's /healthz is all green, then print the URLs (used by `make demo`).
 
 Usage: python scripts/wait_ready.py BASE_URL [DEADLINE_SECONDS]
+
+With READY_NOTE set (make demo: the admin account's credentials), it is printed with the URLs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -29,7 +32,9 @@ def main() -> int:
     while time.monotonic() < deadline:
         body = poll(base)
         if body and body.get("status") == "ok":
-            print(f"\n  Console ready:  {base}/\n  Health:         {base}/healthz\n", flush=True)
+            note = os.environ.get("READY_NOTE", "")
+            print(f"\n  Console ready:  {base}/\n  Health:         {base}/healthz", flush=True)
+            print(f"  {note}\n" if note else "", flush=True)
             return 0
         time.sleep(1)
     down = {n: c["detail"] for n, c in (body or {}).get("checks", {}).items() if not c["ok"]}

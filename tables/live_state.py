@@ -9,8 +9,12 @@ Hash field `<tableNameWithType>|<segmentName>` -> JSON object (`PartitionLive.to
   segmentName, partition, consumerState (CONSUMING | NOT_CONSUMING, as Pinot), phase (our
   finer state: CONSUMING, HOLDING, CATCHING_UP, COMMITTING, ...), currentOffset, upstreamOffset,
   recordsLag, availabilityLagMs, lastConsumedMs, rowsConsumed (the partition's count over the
-  process life, as Pinot's meter), rowsPerSecond, lostOffsets, updatedMs.
-Offsets are ints (Redis Streams offsets in this project are ints); None when unknown.
+  process life, as Pinot's meter), rowsPerSecond, lostOffsets, updatedMs, phaseSinceMs (when the
+  current phase began: it changes only when the phase does, so a duration counted from it never
+  resets while a phase lasts) and completingSinceMs (when the replica left CONSUMING to complete
+  the segment; None while it consumes).
+Offsets are ints (Redis Streams offsets in this project are ints); None when unknown. The two
+since-fields are optional: an entry without them (an older server) reads as None.
 
 Readers (`tables.sync`, the controller's consumingSegmentsInfo) use `read_all`, which costs one
 pipelined round trip for every server of the cluster.
@@ -47,6 +51,8 @@ class PartitionLive:
     rowsPerSecond: float
     lostOffsets: int
     updatedMs: int
+    phaseSinceMs: int | None = None
+    completingSinceMs: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -40,6 +40,10 @@ from django.db import transaction
 
 from tables import live_state
 from tables.controller.context import ClusterContext
+from tables.controller.llc import (
+    DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS,
+    MAX_SEGMENT_COMPLETION_TIME_KEY,
+)
 from tables.domain import triage
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import raw_table_name, table_type_of
@@ -127,9 +131,11 @@ class SyncReport:
         return out
 
 
-def thresholds() -> triage.Thresholds:
-    """The triage thresholds from settings (STALLED_AFTER_SECONDS, TRIAGE_*)."""
+def thresholds(commit_limit_ms: int = DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS) -> triage.Thresholds:
+    """The triage thresholds from settings (STALLED_AFTER_SECONDS, TRIAGE_*) and the cluster's
+    MAX_SEGMENT_COMPLETION_TIME (`commit_limit_ms`)."""
     return triage.Thresholds(
+        commit_limit_ms=commit_limit_ms,
         stalled_after_s=float(settings.STALLED_AFTER_SECONDS),
         lagging_records=int(settings.TRIAGE_LAGGING_RECORDS),
         lagging_time_ms=int(settings.TRIAGE_LAGGING_TIME_MS),
@@ -231,6 +237,7 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
     live_nodes = {n: batch.get(paths.liveinstance(n)) for n in lives.result() or []}
     lead_ideal = batch.get(paths.idealstate(LEAD_CONTROLLER_RESOURCE))
     lead_view = batch.get(paths.externalview(LEAD_CONTROLLER_RESOURCE))
+    cluster_config = batch.get(paths.cluster_config)
     batch.wait()
 
     changed = [n for n in names if n not in existing or not probes[n].result()]
@@ -272,7 +279,7 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
             result.shapes,
             live,
             now_ms,
-            thresholds(),
+            thresholds(_commit_limit_ms(cluster_config, report)),
             float(settings.MIRROR_SAMPLE_SECONDS),
             float(settings.MIRROR_SAMPLE_RETENTION_SECONDS),
         )
@@ -304,6 +311,14 @@ def _record(znode: Znode | None, what: str, report: SyncReport) -> ZNRecord | No
     except ValueError as exc:
         report.warnings.append(f"{what}: unreadable ({exc})")
         return None
+
+
+def _commit_limit_ms(config: Pending[Znode | None], report: SyncReport) -> int:
+    """The cluster's MAX_SEGMENT_COMPLETION_TIME, as `LLCSegmentManager.max_completion_time_ms`
+    reads it (read in the same round trip as the instances)."""
+    record = _record(config.result(), "cluster config", report)
+    value = _int(record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY)) if record else None
+    return value if value else DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
 
 
 def _int(text: str | None) -> int | None:

@@ -9,10 +9,15 @@ Contract:
   partition it joins the IS replicas of the consuming segment with their live state, runs
   `tables.domain.triage.triage_partition`, keeps `progressed_at` across syncs (now when the offset
   or the consuming segment changed), and writes only the rows whose values changed; rows of
-  partitions that disappeared are deleted. Consuming segments no replica reports on get their
-  creation time from the mirrored segment (one batched query: STARTING vs NOT_REPORTING).
+  partitions that disappeared are deleted. Consuming segments no replica reports on, or with
+  fewer replicas up than the table's replication, get their creation time from the mirrored
+  segment (one batched query: STARTING vs NOT_REPORTING, the grace of UNDER_REPLICATED). The
+  replicas' published since-times (`phaseSinceMs`, `completingSinceMs`) are kept in `replicas`,
+  so pages recount a commit's duration at render time.
 - Each table's health (`triage.table_health`), max lags and rows/s are rolled up from its
-  partitions and its segment counts; only changed table rows are written.
+  partitions and its segment counts, with `mirror_flags.never_committed_reasons` (tables
+  whose segments are all CONSUMING, rows arriving: one query for their first segments); only
+  changed rows are written.
 - One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
   older than `retention_s` are pruned.
 `last_synced` of unchanged rows is set by `tables.sync` in one UPDATE per model.
@@ -27,6 +32,7 @@ from typing import Any
 
 from tables.domain import triage
 from tables.live_state import PartitionLive
+from tables.mirror_flags import never_committed_reasons
 from tables.models import (
     HEALTH_RANK,
     ConsumptionSample,
@@ -48,7 +54,8 @@ ROLLUP_FIELDS = [
 ]  # fmt: skip
 LIVE_KEYS = (
     "currentOffset", "upstreamOffset", "recordsLag", "availabilityLagMs", "rowsPerSecond",
-    "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets",
+    "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets", "phaseSinceMs",
+    "completingSinceMs",
 )  # fmt: skip
 
 
@@ -83,18 +90,7 @@ def _moment(ms: int) -> datetime:
 
 
 def _replica_live(item: PartitionLive) -> triage.ReplicaLive:
-    return triage.ReplicaLive(
-        consumer_state=item.consumerState,
-        phase=item.phase,
-        current_offset=item.currentOffset,
-        upstream_offset=item.upstreamOffset,
-        records_lag=item.recordsLag or 0,
-        availability_lag_ms=item.availabilityLagMs or 0,
-        last_consumed_ms=item.lastConsumedMs,
-        rows_per_s=float(item.rowsPerSecond or 0.0),
-        lost_offsets=item.lostOffsets or 0,
-        updated_ms=item.updatedMs or 0,
-    )
+    return triage.ReplicaLive.from_published(item.to_dict())
 
 
 def _stored_shapes(rows: Iterable[PartitionStatus]) -> dict[int, PartitionShape]:
@@ -146,6 +142,7 @@ def _partition_values(
         partition_paused=partition in (table.paused_partitions or []),
         progressed_at_ms=progressed_ms,
         consuming_created_ms=created_ms,
+        replication=table.replication,
     )
     result = triage.triage_partition(facts, now_ms, thresholds)
     replicas: dict[str, dict[str, Any]] = {}
@@ -205,7 +202,8 @@ def sync_partitions(
     table_updates: list[MirroredTable] = []
     sampled: list[tuple[MirroredTable, int, dict[str, Any]]] = []
     layouts = {t.pk: _layout(t, shapes, stored.get(t.pk, {})) for t in tables}
-    created = _silent_segments_created(tables, layouts, live)
+    created = _consuming_created(tables, layouts, live)
+    table_verdicts: dict[int, list[tuple[int, triage.PartitionVerdict]]] = {}
     for table in tables:
         olds = stored.get(table.pk, {})
         layout = layouts[table.pk]
@@ -237,7 +235,14 @@ def sync_partitions(
                 updates.append(old)
         gone.extend(row.pk for p, row in olds.items() if p not in layout)
         out.partitions += len(layout)
-        if _roll_up(table, verdicts, table.pk in updating):
+        table_verdicts[table.pk] = verdicts
+    arriving = (
+        (t, any(v.rows_per_s > 0 or v.records_lag > 0 for _, v in table_verdicts[t.pk]))
+        for t in tables
+    )
+    never = never_committed_reasons(arriving, now_ms, thresholds.flush_factor)
+    for table in tables:
+        if _roll_up(table, table_verdicts[table.pk], table.pk in updating, never.get(table.pk, "")):
             table_updates.append(table)
 
     PartitionStatus.objects.bulk_create(creates, batch_size=DB_CHUNK)
@@ -273,19 +278,23 @@ def _layout(
     return _stored_shapes(olds.values())
 
 
-def _silent_segments_created(
+def _consuming_created(
     tables: list[MirroredTable],
     layouts: Mapping[int, Mapping[int, PartitionShape]],
     live: Mapping[tuple[str, str], dict[str, PartitionLive]],
 ) -> dict[tuple[int, str], int]:
-    """(table id, segment) -> creation time (ms) of every consuming segment no server reports on:
-    the ZK metadata's `segment.creation.time`, else the minute in its LLC name."""
+    """(table id, segment) -> creation time (ms) of every consuming segment no server reports on
+    or with fewer replicas up than the table's replication (STARTING, and the grace of
+    UNDER_REPLICATED): the ZK metadata's `segment.creation.time`, else the minute in its name."""
     wanted = {
         (table.pk, shape.consuming_segment)
         for table in tables
         for shape in layouts[table.pk].values()
         if shape.consuming_segment
-        and not _reports(shape, live.get((table.name, shape.consuming_segment), {}))
+        and (
+            not _reports(shape, live.get((table.name, shape.consuming_segment), {}))
+            or triage.replicas_up(shape.replicas) < table.replication
+        )
     }
     out: dict[tuple[int, str], int] = {}
     for chunk in chunks(sorted(wanted), DB_CHUNK):  # (table, name): the unique index's columns
@@ -300,7 +309,10 @@ def _silent_segments_created(
 
 
 def _roll_up(
-    table: MirroredTable, verdicts: list[tuple[int, triage.PartitionVerdict]], updating: bool
+    table: MirroredTable,
+    verdicts: list[tuple[int, triage.PartitionVerdict]],
+    updating: bool,
+    never_committed: str = "",
 ) -> bool:
     """Set the table's health and figures from its partitions; True when anything changed."""
     health, reason = triage.table_health(
@@ -309,6 +321,7 @@ def _roll_up(
         error_segments=table.error_segments,
         percent=table.percent_available,
         updating=updating,
+        never_committed=never_committed,
     )
     values = {
         "health": str(health),

@@ -72,14 +72,15 @@ def spark_reingest_segment(
 def sync_mirror() -> None:
     """Beat, every MIRROR_SYNC_SECONDS: bring the database mirror up to date with ZooKeeper."""
     from tables import sync
-    from tables.controller.errors import Unavailable
+    from tables.outages import outage_reason
 
     try:
-        ctx = context.current()
-    except Unavailable as exc:
-        sync.record_unreachable(str(exc), int(time.time() * 1000))
-        return
-    sync.sync_cluster(ctx)
+        sync.sync_cluster(context.current())
+    except Exception as exc:  # an outage is recorded (the pages say so); beat runs it again
+        reason = outage_reason(exc)
+        if reason is None:
+            raise
+        sync.record_unreachable(reason, int(time.time() * 1000))
 
 
 @shared_task(name="tables.force_commit_batches", ignore_result=True)

@@ -5,7 +5,7 @@
   deleted afterwards).
 - `spark`: one SparkSession (local[1], UI off, loopback) for the whole session.
 - `celery_workers`: real worker processes (the default queue and the spark queue) and beat, as
-  the Procfile runs them, for the whole session; `worker_zk` is the ZooKeeper chroot they use.
+  `make demo` runs them, for the whole session; `worker_zk` is the ZooKeeper chroot they use.
 """
 
 from __future__ import annotations

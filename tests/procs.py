@@ -1,4 +1,4 @@
-"""Real Celery processes for tests: started as the Procfile starts them, stopped by pid."""
+"""Real Celery processes for tests: started as `make demo` starts them, stopped by pid."""
 
 from __future__ import annotations
 

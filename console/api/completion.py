@@ -1,6 +1,11 @@
 """The segment completion protocol's endpoints, at Pinot's paths with Pinot's parameter names
 (reference §5.1) and response JSON (§5.3). Servers call them, not console users: no login, no
 CSRF. A missing or malformed required parameter answers FAILED, as Pinot does.
+
+Every call must carry the cluster token (`Authorization: Bearer <token>`) and come from a live
+replica of the segment with an offset the stream has (`tables.domain.completion_trust`). A refused
+call changes nothing and is answered with Pinot's FAILED body plus a `reason`, under HTTP 401 (no
+or bad token), 403 (not a live instance, not a replica) or 400 (offset past the stream's end).
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from tables.controller import builds, context
-from tables.controller.completion import CompletionManager, SegmentFiles
-from tables.domain.completion import Response, Status
+from tables.controller.completion import CallRefused, CompletionManager, SegmentFiles
+from tables.domain.completion import RESP_FAILED, Response, Status
+from tables.domain.completion_trust import Refusal
 
 REQUIRED = ("instance", "name", "streamPartitionMsgOffset")
 
@@ -48,15 +54,31 @@ def _int(request: HttpRequest, key: str, default: int = -1) -> int:
         return default
 
 
+def refused(refusal: Refusal) -> JsonResponse:
+    """Pinot's FAILED body plus the refusal's reason, under the refusal's HTTP status."""
+    answer = JsonResponse({**RESP_FAILED.to_json(), "reason": refusal.reason})
+    answer.status_code = refusal.http_status
+    if refusal.http_status == 401:
+        answer["WWW-Authenticate"] = "Bearer"
+    return answer
+
+
 def protocol_call(method: str):
-    """A protocol endpoint: no login, no CSRF, `method` only, the required parameters parsed
-    (FAILED when one is missing or malformed) and the Response serialised as Pinot does."""
+    """A protocol endpoint: no login, no CSRF, `method` only, the cluster token checked first,
+    the required parameters parsed (FAILED when one is missing or malformed) and the Response
+    serialised as Pinot does; a refused call answers `refused`."""
 
     def wrap(handler):
         @functools.wraps(handler)
         def view(request: HttpRequest) -> JsonResponse:
-            args = _required(request)
-            response = Response(Status.FAILED) if args is None else handler(request, *args)
+            try:
+                params = request.GET
+                authorization = request.headers.get("Authorization")
+                manager().authenticate(authorization, params.get("instance"), params.get("name"))
+                args = _required(request)
+                response = Response(Status.FAILED) if args is None else handler(request, *args)
+            except CallRefused as exc:
+                return refused(exc.refusal)
             return JsonResponse(response.to_json())
 
         allowed = require_GET if method == "GET" else require_POST

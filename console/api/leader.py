@@ -12,7 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tables.controller import context
+from tables.controller.errors import BadRequest
 from tables.controller.leadership import LeaderEntry, leader_for_table, leader_table_map
+from tables.domain.names import table_name_problem
 
 from .pinot import PinotView
 
@@ -80,7 +82,7 @@ class LeaderForTable(PinotView):
         tags=["Leader"],
         summary="Lead controller of one table",
         description="The table's partition of leadControllerResource and its MASTER; the table "
-        "need not exist (Pinot hashes the name).",
+        "need not exist (Pinot hashes the name), but its name must be valid (400 otherwise).",
         parameters=[
             OpenApiParameter(
                 "table", OpenApiTypes.STR, OpenApiParameter.PATH, description="raw or with type"
@@ -90,4 +92,6 @@ class LeaderForTable(PinotView):
         examples=[EXAMPLE],
     )
     def get(self, request: Request, table: str) -> Response:
+        if problem := table_name_problem(table):
+            raise BadRequest(problem)
         return Response(_shape(*leader_for_table(context.current(), table)))

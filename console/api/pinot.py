@@ -1,13 +1,18 @@
 """Pinot's controller REST paths for schemas, tables and segments. Thin: parse, call, shape.
 
-`{t}` accepts the raw table name or `<raw>_REALTIME`. Response shapes are Pinot's.
+`{t}` accepts the raw table name or `<raw>_REALTIME`. Response shapes are Pinot's. Names are
+checked by the services against `tables.domain.names` (400 naming the rule a name breaks, before
+anything is read or written); bodies are JSON only (415 otherwise), within the size and depth
+limits of `console.api.parsers` (413, 400).
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import SuspiciousOperation
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +24,7 @@ from tables.controller.resources import ResourceManager, metadata_as_map
 from tables.domain.names import raw_table_name
 from tables.models import AuditEntry
 
+from .parsers import LimitedJSONParser
 from .permissions import ReadAuthenticatedWriteAdmin
 
 # OpenAPI: Pinot's bodies are free-form JSON (schemas, table configs, ZNRecord maps).
@@ -52,6 +58,7 @@ class AuditedWrites(PinotView):
     Unauthenticated calls (401) have nobody to attribute them to and are not recorded."""
 
     audit_writes: dict[str, str] = {}
+    parser_classes = [LimitedJSONParser]  # Pinot's bodies are JSON: anything else is a 415
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -76,9 +83,18 @@ class AuditedWrites(PinotView):
             return table_target(kwargs["table"])
         if kwargs.get("name"):
             return str(kwargs["name"])
-        data = request.data if isinstance(request.data, dict) else {}
+        data = _parsed_body(request)
         name = data.get("tableName") or data.get("schemaName") or ""
         return table_target(str(name)) if data.get("tableName") else str(name)
+
+
+def _parsed_body(request: Request) -> dict:
+    """The JSON object of the body; {} when there is none or it was refused (415, 413, 400)."""
+    try:
+        data = request.data
+    except (APIException, SuspiciousOperation):  # Django's RequestDataTooBig is the latter
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _outcome(status: int) -> str:
@@ -155,7 +171,7 @@ class TableDetail(AuditedWrites):
 
     @JSON
     def delete(self, request: Request, table: str) -> Response:
-        deleted = _manager().delete_table(table)
+        deleted = _manager().delete_table(table, deep_store=builds.deep_store())
         return Response({"status": f"Tables: [{deleted}] deleted"})
 
 
@@ -183,7 +199,9 @@ class SegmentDownload(PinotView):
 
     @TAR
     def get(self, request: Request, table: str, segment: str) -> FileResponse:
-        config = _manager().get_table_config(table)
+        manager = _manager()
+        config = manager.get_table_config(table)
+        segment = manager.segment_name(segment)
         store = builds.deep_store()
         key = store.segment_key(config.raw_table_name, segment)
         if not store.exists(key):

@@ -24,6 +24,12 @@ REQUIRED_PARAMS = [
     ("name", "string", "the LLC segment name"),
     ("streamPartitionMsgOffset", "string", "the server's current offset"),
 ]
+# Who the controller believes (tables.domain.completion_trust): the HTTP status of each refusal.
+REFUSALS = {
+    "400": "offsetPastEnd: the offset is beyond the stream partition's latest offset",
+    "401": "noToken / badToken: no cluster token, or another one",
+    "403": "instanceNotLive / notReplica: not a live participant holding a replica of the segment",
+}
 # path -> (method, summary, optional query parameters)
 COMPLETION_ENDPOINTS: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {
     "/segmentConsumed": (
@@ -87,12 +93,19 @@ def _completion_operation(path: str, method: str, summary: str, optional: list) 
         "summary": summary,
         "tags": [COMPLETION_TAG],
         "parameters": parameters,
-        "security": [],
+        "security": [{"clusterToken": []}],
         "responses": {
             "200": {
                 "description": "the controller's answer (also FAILED for a missing parameter)",
                 "content": {"application/json": {"schema": RESPONSE_REF}},
-            }
+            },
+            **{
+                code: {
+                    "description": f"refused ({why}): FAILED with a `reason`; nothing changed",
+                    "content": {"application/json": {"schema": RESPONSE_REF}},
+                }
+                for code, why in REFUSALS.items()
+            },
         },
     }
     if method == "post":
@@ -122,6 +135,7 @@ COMPLETION_RESPONSE_SCHEMA: dict[str, Any] = {
         "isSplitCommitType": {"type": "boolean", "description": "always true (deprecated)"},
         "controllerVipUrl": {"type": "string"},
         "segmentLocation": {"type": "string"},
+        "reason": {"type": "string", "description": "why a call was refused (4xx answers)"},
     },
 }
 

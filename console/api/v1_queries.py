@@ -12,8 +12,13 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from tables.controller.errors import NotFound
-from tables.domain.names import raw_table_name, table_type_of
+from tables.controller.errors import BadRequest, NotFound
+from tables.domain.names import (
+    raw_table_name,
+    segment_name_problem,
+    table_name_problem,
+    table_type_of,
+)
 from tables.models import (
     AuditEntry,
     LeadControllerPartition,
@@ -105,7 +110,10 @@ def freshness(state: MirrorState, now: datetime | None = None) -> dict[str, Any]
 
 
 def table(name: str) -> MirroredTable:
-    """The mirrored table named `name` (raw or with type); 404 when the mirror has none."""
+    """The mirrored table named `name` (raw or with type); 404 when the mirror has none, 400 when
+    no table could have that name (tables.domain.names)."""
+    if problem := table_name_problem(name):
+        raise BadRequest(problem)
     names = [name] if table_type_of(name) else [f"{name}_REALTIME", f"{name}_OFFLINE"]
     found = MirroredTable.objects.filter(name__in=names).order_by("name").last()
     if found is None:
@@ -160,6 +168,8 @@ def segments(name: str, params: dict[str, Any]) -> QuerySet[MirroredSegment]:
 
 
 def segment(name: str, segment_name: str) -> MirroredSegment:
+    if problem := segment_name_problem(segment_name):
+        raise BadRequest(problem)
     found = (
         MirroredSegment.objects.filter(table=table(name), name=segment_name)
         .select_related("table")

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tables.domain import triage
+from tables.mirror_flags import TableFlags, table_flags, under_replicated
 from tables.models import (
     AuditEntry,
     Health,
@@ -97,22 +102,78 @@ _TABLE_SUMMARY = [
 ]
 
 
-class TableSerializer(CamelModelSerializer):
-    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+def _now_ms() -> int:
+    return int(timezone.now().timestamp() * 1000)
+
+
+class FlaggedTableList(serializers.ListSerializer):
+    """A page of tables: their flags (`tables.mirror_flags.table_flags`) in two queries."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        tables = list(data.all() if hasattr(data, "all") else data)
+        self._context["table_flags"] = table_flags(tables, _now_ms())
+        return super().to_representation(tables)
+
+
+class FlaggedTable(CamelModelSerializer):
+    """A table with its flags; lags are null while no partition's lag is known."""
+
+    max_records_lag = serializers.IntegerField(read_only=True, allow_null=True)
+    max_time_lag_ms = serializers.IntegerField(read_only=True, allow_null=True)
+    lag_known = serializers.SerializerMethodField(method_name="get_lag_known")
+    under_replicated_partitions = serializers.SerializerMethodField(
+        method_name="get_under_replicated_partitions"
+    )
+    never_committed = serializers.SerializerMethodField(method_name="get_never_committed")
 
     class Meta:
+        list_serializer_class = FlaggedTableList
+
+    def _flags(self, table: MirroredTable) -> TableFlags:
+        found = self.context.get("table_flags", {}).get(table.pk)
+        return found if found is not None else table_flags([table], _now_ms())[table.pk]
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_lag_known(self, table: MirroredTable) -> bool:
+        return self._flags(table).lag_known
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_under_replicated_partitions(self, table: MirroredTable) -> list[int]:
+        """Partitions whose consuming segment has fewer replicas up than the replication."""
+        return list(self._flags(table).under_replicated)
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_never_committed(self, table: MirroredTable) -> str:
+        """Why the table is flagged as never committing, or "" when it is not."""
+        return self._flags(table).never_committed
+
+    def to_representation(self, instance: MirroredTable) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if not data["lagKnown"]:
+            data["maxRecordsLag"] = data["maxTimeLagMs"] = None
+        return data
+
+
+_TABLE_FLAGS = ["lag_known", "under_replicated_partitions", "never_committed"]
+
+
+class TableSerializer(FlaggedTable):
+    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    class Meta(FlaggedTable.Meta):
         model = MirroredTable
-        fields = [*_TABLE_SUMMARY, "synced"]
+        fields = [*_TABLE_SUMMARY, *_TABLE_FLAGS, "synced"]
 
 
-class TableDetailSerializer(CamelModelSerializer):
+class TableDetailSerializer(FlaggedTable):
     synced = serializers.DateTimeField(source="last_synced", read_only=True)
     config = serializers.DictField(read_only=True, help_text="the table config, REST form")
 
-    class Meta:
+    class Meta(FlaggedTable.Meta):
         model = MirroredTable
         fields = [
             *_TABLE_SUMMARY,
+            *_TABLE_FLAGS,
             "flush_rows",
             "flush_time",
             "config",
@@ -128,9 +189,34 @@ class PartitionSerializer(CamelModelSerializer):
     replicas = serializers.DictField(
         read_only=True,
         child=serializers.DictField(),
-        help_text="server -> {state, currentOffset, upstreamOffset, recordsLag, ...}",
+        help_text="server -> {state, currentOffset, upstreamOffset, recordsLag, phase, "
+        "phaseSinceMs, completingSinceMs, ...}",
     )
+    records_lag = serializers.IntegerField(read_only=True, allow_null=True)
+    time_lag_ms = serializers.IntegerField(read_only=True, allow_null=True)
+    replication = serializers.IntegerField(source="table.replication", read_only=True)
+    replicas_up = serializers.SerializerMethodField(method_name="get_replicas_up")
+    under_replicated = serializers.SerializerMethodField(method_name="get_under_replicated")
     synced = serializers.DateTimeField(source="last_synced", read_only=True)
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_replicas_up(self, status: PartitionStatus) -> int:
+        """Replicas of the consuming segment CONSUMING or ONLINE in the ExternalView."""
+        replicas = status.replicas if isinstance(status.replicas, dict) else {}
+        return triage.replicas_up(
+            {r: str(v.get("state") or "") for r, v in replicas.items() if isinstance(v, dict)}
+        )
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_under_replicated(self, status: PartitionStatus) -> bool:
+        return under_replicated(status.consuming_segment, status.replicas, status.table.replication)
+
+    def to_representation(self, instance: PartitionStatus) -> dict[str, Any]:
+        """Lags are null while unknown (no reporting replica knows its upstream offset)."""
+        data = super().to_representation(instance)
+        if not triage.lag_known(instance.upstream_offset):
+            data["recordsLag"] = data["timeLagMs"] = None
+        return data
 
     class Meta:
         model = PartitionStatus
@@ -151,6 +237,9 @@ class PartitionSerializer(CamelModelSerializer):
             "verdict",
             "verdict_detail",
             "health",
+            "replication",
+            "replicas_up",
+            "under_replicated",
             "synced",
         ]
 

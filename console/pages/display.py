@@ -36,7 +36,9 @@ VERDICT_LABELS: dict[str, str] = {
     "OFFSET_UNAVAILABLE": "Offsets lost upstream",
     "NOT_REPORTING": "Not reporting",
     "COMMITTING": "Committing",
+    "COMMIT_OVERDUE": "Commit overdue",
     "STARTING": "Starting",
+    "UNDER_REPLICATED": "Under-replicated",
 }
 
 VERDICT_HELP: dict[str, str] = {
@@ -51,6 +53,10 @@ VERDICT_HELP: dict[str, str] = {
     "NOT_REPORTING": "No replica published its live state recently.",
     "COMMITTING": "A segment is being completed; offsets stand still meanwhile.",
     "STARTING": "A new CONSUMING segment (just committed or resumed): servers are picking it up.",
+    "COMMIT_OVERDUE": "A segment's completion has run past the completion time limit "
+    "(MAX_SEGMENT_COMPLETION_TIME); critical past twice the limit.",
+    "UNDER_REPLICATED": "Fewer replicas of the consuming segment are CONSUMING or ONLINE in the "
+    "ExternalView than the table's replication.",
 }
 
 

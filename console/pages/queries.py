@@ -28,6 +28,7 @@ from console.pages.rows import (
     replica_comparison,
 )
 from monitoring import charts
+from tables.mirror_flags import table_flags
 from tables.models import (
     AuditEntry,
     ConsumptionSample,
@@ -133,7 +134,17 @@ def _partition_rows(statuses: list[PartitionStatus]) -> list[PartitionRow]:
     tables = list({s.table_id: s.table for s in statuses}.values())
     pausers = _pausers(tables)
     pauses = {t.pk: pause_info(t, pausers.get(t.name)) for t in tables}
-    return [PartitionRow.build(s, pauses[s.table_id]) for s in statuses]
+    now = timezone.now()
+    return [PartitionRow.build(s, pauses[s.table_id], now) for s in statuses]
+
+
+def _now_ms(now: dt.datetime) -> int:
+    return int(now.timestamp() * 1000)
+
+
+def _table_rows(tables: list[MirroredTable]) -> list[TableRow]:
+    flags = table_flags(tables, _now_ms(timezone.now()))
+    return [TableRow(t, flags[t.pk]) for t in tables]
 
 
 def _counters() -> dict[str, int]:
@@ -224,9 +235,7 @@ def table_list(
     counted = MirroredTable.objects.values("health").annotate(n=Count("id")).order_by()
     counts = {row["health"]: row["n"] for row in counted}
     return TableList(
-        paginate(tables.order_by(*order), page, per_page).map(
-            lambda items: [TableRow(t) for t in items]
-        ),
+        paginate(tables.order_by(*order), page, per_page).map(_table_rows),
         sort,
         sorted(set(tenants)),
         [(h, counts[h]) for h in Health.values if counts.get(h)],
@@ -248,6 +257,7 @@ def typed_name_for(raw: str) -> str | None:
 class TableDetail:
     table: MirroredTable
     pause: PauseInfo
+    row: TableRow
     partitions: list[PartitionRow]
     segments: Page[SegmentRow]
     segment_state: str
@@ -310,7 +320,8 @@ def table_detail(
     return TableDetail(
         table=table,
         pause=pause,
-        partitions=[PartitionRow.build(s, pause) for s in statuses],
+        row=_table_rows([table])[0],
+        partitions=[PartitionRow.build(s, pause, now) for s in statuses],
         segments=paginate(segments, page, per_page).map(lambda s: _segment_rows(s, now)),
         segment_state=segment_state,
         state_counts=[(state, counts.get(state, 0)) for state in SEGMENT_STATES],
@@ -352,7 +363,7 @@ def partition_detail(
     row = None
     if status is not None:
         status.table = table
-        row = PartitionRow.build(status, pause_info(table, _pausers([table]).get(table.name)))
+        row = PartitionRow.build(status, pause_info(table, _pausers([table]).get(table.name)), now)
     ordered = segments.order_by("-sequence", "-created_ms", "name")
     return PartitionDetail(
         table=table,

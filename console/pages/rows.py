@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.pages import display
+from tables.domain import triage
+from tables.mirror_flags import TableFlags, under_replicated
 from tables.models import AuditEntry, MirroredSegment, MirroredTable, PartitionStatus
 
 __all__ = [
@@ -24,6 +26,9 @@ __all__ = [
 ]
 
 EV_PROBLEMS = ("ERROR", "OFFLINE")
+KNOWN_LAG = TableFlags(lag_known=True)  # a row built without flags
+UNKNOWN = "?"  # a figure no replica can tell (not reporting, or upstream offset unknown)
+COMMIT_VERDICTS = ("COMMITTING", "COMMIT_OVERDUE")
 
 
 def _int(value: Any) -> int | None:
@@ -96,21 +101,35 @@ def pause_info(table: MirroredTable, last_pause: AuditEntry | None = None) -> Pa
 
 @dataclass(frozen=True)
 class TableRow:
-    """A table of the tables list, its figures formatted."""
+    """A table of the tables list, its figures formatted, with its flags (`mirror_flags`)."""
 
     table: MirroredTable
+    flags: TableFlags = KNOWN_LAG
 
     @property
     def segments_text(self) -> str:
         return display.count(self.table.segment_count)
 
     @property
+    def lag_known(self) -> bool:
+        return self.flags.lag_known
+
+    @property
     def lag_text(self) -> str:
-        return display.count(self.table.max_records_lag)
+        return display.count(self.table.max_records_lag) if self.lag_known else UNKNOWN
 
     @property
     def time_lag_text(self) -> str:
-        return display.millis(self.table.max_time_lag_ms)
+        return display.millis(self.table.max_time_lag_ms) if self.lag_known else UNKNOWN
+
+    @property
+    def under_replicated_text(self) -> str:
+        """`partitions 0, 3 under-replicated` (the first ten), or ""."""
+        parts = self.flags.under_replicated
+        if not parts:
+            return ""
+        listed = ", ".join(str(p) for p in parts[:10]) + (", …" if len(parts) > 10 else "")
+        return f"partition{'s' if len(parts) > 1 else ''} {listed} under-replicated"
 
     @property
     def rate_text(self) -> str:
@@ -167,12 +186,16 @@ class ReplicaRow:
         return display.count(self.upstream_offset)
 
     @property
+    def lag_known(self) -> bool:
+        return self.reporting and triage.lag_known(self.upstream_offset)
+
+    @property
     def lag_text(self) -> str:
-        return display.count(self.records_lag)
+        return display.count(self.records_lag) if self.lag_known else UNKNOWN
 
     @property
     def time_lag_text(self) -> str:
-        return display.millis(self.time_lag_ms)
+        return display.millis(self.time_lag_ms) if self.lag_known else UNKNOWN
 
     @property
     def rate_text(self) -> str:
@@ -189,9 +212,12 @@ class PartitionRow:
     verdict_help: str
     pause: PauseInfo
     replicas: list[ReplicaRow]
+    now: dt.datetime | None = None  # render time: commit durations are counted up to it
 
     @classmethod
-    def build(cls, status: PartitionStatus, pause: PauseInfo) -> PartitionRow:
+    def build(
+        cls, status: PartitionStatus, pause: PauseInfo, now: dt.datetime | None = None
+    ) -> PartitionRow:
         replicas = status.replicas if isinstance(status.replicas, dict) else {}
         return cls(
             status=status,
@@ -200,6 +226,7 @@ class PartitionRow:
             verdict_help=display.VERDICT_HELP.get(status.verdict, ""),
             pause=pause if pause.applies_to(status.partition) else PauseInfo(False),
             replicas=[ReplicaRow.build(name, replicas[name]) for name in sorted(replicas)],
+            now=now,
         )
 
     @property
@@ -208,18 +235,45 @@ class PartitionRow:
 
     @property
     def detail(self) -> str:
-        """The verdict's detail; for a paused partition, who paused it, when and why."""
+        """The verdict's detail; for a paused partition, who paused it, when and why; for a
+        commit, its durations counted again up to `now` (from the replicas' since-times)."""
         if self.status.verdict == "PAUSED" and self.pause.summary:
             return self.pause.summary
-        return self.status.verdict_detail
+        stored = self.status.verdict_detail
+        if self.status.verdict in COMMIT_VERDICTS and self.now is not None:
+            raw = self.status.replicas if isinstance(self.status.replicas, dict) else {}
+            live = {
+                name: triage.ReplicaLive.from_published(data)
+                for name, data in raw.items()
+                if isinstance(data, dict) and data.get("updatedMs")
+            }
+            fresh = triage.commit_detail(live, int(self.now.timestamp() * 1000))
+            if fresh:
+                _head, sep, note = stored.partition("; ")
+                return fresh + sep + note
+        return stored
+
+    @property
+    def lag_known(self) -> bool:
+        return triage.lag_known(self.status.upstream_offset)
+
+    @property
+    def replicas_up(self) -> int:
+        return sum(1 for r in self.replicas if r.state in ("CONSUMING", "ONLINE"))
+
+    @property
+    def under_replicated(self) -> bool:
+        return under_replicated(
+            self.status.consuming_segment, self.status.replicas, self.table.replication
+        )
 
     @property
     def lag_text(self) -> str:
-        return display.count(self.status.records_lag)
+        return display.count(self.status.records_lag) if self.lag_known else UNKNOWN
 
     @property
     def time_lag_text(self) -> str:
-        return display.millis(self.status.time_lag_ms)
+        return display.millis(self.status.time_lag_ms) if self.lag_known else UNKNOWN
 
     @property
     def rate_text(self) -> str:

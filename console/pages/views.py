@@ -8,6 +8,7 @@ the figures.
 
 from __future__ import annotations
 
+import gzip
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlencode
@@ -232,11 +233,30 @@ def _plotly_bytes() -> bytes:
     return get_plotlyjs().encode()
 
 
+@lru_cache(maxsize=1)
+def _plotly_gzip() -> bytes:
+    """The bundle gzipped once per process (4.8 MB -> about 1.4 MB on the wire)."""
+    return gzip.compress(_plotly_bytes(), compresslevel=9, mtime=0)
+
+
+def _accepts_gzip(request: HttpRequest) -> bool:
+    return any(
+        part.split(";")[0].strip().lower() == "gzip" and "q=0" not in part.replace(" ", "")
+        for part in request.headers.get("Accept-Encoding", "").split(",")
+    )
+
+
 @login_not_required
 @require_GET
 def plotly_js(request: HttpRequest) -> HttpResponse:
     """plotly.min.js from the installed plotly package (no CDN): the JS always matches the
-    Python figures. The URL carries the version, so browsers may keep it for a year."""
-    response = HttpResponse(_plotly_bytes(), content_type="text/javascript; charset=utf-8")
+    Python figures. The URL carries the version, so browsers may keep it for a year. Served
+    gzipped (compressed once per process) to clients that accept it."""
+    if _accepts_gzip(request):
+        response = HttpResponse(_plotly_gzip(), content_type="text/javascript; charset=utf-8")
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(_plotly_bytes(), content_type="text/javascript; charset=utf-8")
+    response["Vary"] = "Accept-Encoding"
     response["Cache-Control"] = "public, max-age=31536000, immutable"
     return response

@@ -14,7 +14,9 @@
     const badge = row.querySelector(".state .badge");
     badge.className = "badge " + (result.ok ? "up" : "down");
     badge.textContent = result.ok ? "up" : "down";
-    row.querySelector(".latency").textContent = result.latency_ms.toFixed(1) + " ms";
+    // Anonymous answers carry up/down only: no latency, no detail beyond the state.
+    const latency = typeof result.latency_ms === "number" ? result.latency_ms.toFixed(1) + " ms" : "–";
+    row.querySelector(".latency").textContent = latency;
     row.querySelector(".detail").textContent = result.detail;
   }
 

@@ -15,6 +15,11 @@ Contract:
   becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts (`<segment>.tmp.*`, e.g.
   from a committer that died) are deleted then.
 - Pauseless tables are refused at commit start with FAILED for now (§6.3 is not implemented yet).
+- Only real replicas are believed (`tables.domain.completion_trust`): the endpoints call
+  `authenticate` with the request's Authorization header before anything else, and every call is
+  checked (live instance, replica of the segment in the IdealState, offset not past the stream's
+  end) after the leader check and before any FSM is looked up or created. A refusal raises
+  `CallRefused` and changes nothing, neither an FSM nor ZooKeeper.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ from tables.models import DurableCounter
 from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import parse_properties, unpack_creation_meta
 
+from .completion_trust import CallerCheck, CallRefused
 from .context import ClusterContext
 from .errors import NotFound
 from .leadership import lead_controller_for
 from .llc import CommittingSegment, LLCSegmentManager
 from .resources import ResourceManager
 
-__all__ = ["CompletionManager", "SegmentFiles"]
+__all__ = ["CallRefused", "CompletionManager", "SegmentFiles"]
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +114,10 @@ class CompletionManager:
         instance_id: str,
         vip_url: str,
         deep_store: Callable[[], DeepStore],
+        caller_check: CallerCheck | None = None,
     ) -> None:
         self.ctx = ctx
+        self.caller_check = caller_check if caller_check is not None else CallerCheck()
         self.instance_id = instance_id
         self.vip_url = vip_url.rstrip("/")
         self.deep_store = deep_store
@@ -117,6 +125,12 @@ class CompletionManager:
         self._fsms: dict[str, tuple[threading.Lock, SegmentCompletionFSM, _Actions]] = {}
 
     # --- the protocol's calls ----------------------------------------------------------------
+    def authenticate(
+        self, authorization: str | None, instance: str | None = None, segment: str | None = None
+    ) -> None:
+        """The cluster token of a call's `Authorization` header; raises CallRefused."""
+        self.caller_check.authenticate(authorization, instance, segment)
+
     def segment_consumed(
         self, instance: str, segment: str, offset: int, reason: str | None, row_count: int = -1
     ) -> Response:
@@ -124,10 +138,15 @@ class CompletionManager:
             actions.row_count = row_count if row_count > 0 else actions.row_count
             return fsm.segment_consumed(instance, offset, reason, now)
 
-        return self._run(segment, call)
+        return self._run(instance, segment, offset, call)
 
     def segment_commit_start(self, instance: str, segment: str, offset: int) -> Response:
-        return self._run(segment, lambda f, a, now: f.segment_commit_start(instance, offset, now))
+        return self._run(
+            instance,
+            segment,
+            offset,
+            lambda f, a, now: f.segment_commit_start(instance, offset, now),
+        )
 
     def segment_commit_end(
         self,
@@ -144,13 +163,15 @@ class CompletionManager:
                 actions.row_count = int(params["rowCount"])
             return fsm.segment_commit_end(instance, offset, location, params, now)
 
-        return self._run(segment, call)
+        return self._run(instance, segment, offset, call)
 
     def segment_stopped_consuming(
         self, instance: str, segment: str, offset: int, reason: str | None
     ) -> Response:
         return self._run(
+            instance,
             segment,
+            offset,
             lambda f, a, now: f.stopped_consuming(instance, offset, reason, now),
             first_is_stopped=True,
         )
@@ -159,11 +180,16 @@ class CompletionManager:
         self, instance: str, segment: str, offset: int, extra_time_sec: int
     ) -> Response:
         return self._run(
-            segment, lambda f, a, now: f.extend_build_time(instance, offset, extra_time_sec, now)
+            instance,
+            segment,
+            offset,
+            lambda f, a, now: f.extend_build_time(instance, offset, extra_time_sec, now),
         )
 
     # --- machinery ---------------------------------------------------------------------------
-    def _run(self, segment: str, call, first_is_stopped: bool = False) -> Response:
+    def _run(
+        self, instance: str, segment: str, offset: int, call, first_is_stopped: bool = False
+    ) -> Response:
         name = LLCSegmentName.parse(segment)
         if name is None:
             return Response(Status.FAILED)
@@ -171,6 +197,7 @@ class CompletionManager:
         ctx = self.ctx()
         if lead_controller_for(ctx, table) != self.instance_id:
             return Response(Status.NOT_LEADER)
+        self.caller_check.check(ctx, table, name.partition_group_id, segment, instance, offset)
         try:
             lock, fsm, actions = self._fsm_for(ctx, table, segment, first_is_stopped)
         except NotFound:

@@ -7,30 +7,44 @@ Contract:
 - `wait_for_servers` polls until the cluster is initialised and at least `count` servers carrying
   the table's tenant tag are live (instance config TAG_LIST + LIVEINSTANCES), or raises DemoError
   at the deadline saying what it saw. A ZooKeeper that does not answer yet counts as "not ready".
-- `create_demo_table` is idempotent: an existing table is left as it is (nothing else is touched),
-  otherwise the topic is created (or grown) to `partitions`, the schema is written and the table
-  created with one CONSUMING segment per partition. One exception: an existing table whose Redis
-  topic is gone (the demo's Redis keeps no data across restarts while ZooKeeper keeps its state)
-  is deleted and created afresh, since its offsets point into a stream that no longer exists.
+- `create_demo_table` is idempotent and never deletes anything: an existing table is left as it
+  is; otherwise the topic is created (or grown) to `partitions`, the schema is written and the
+  table created with one CONSUMING segment per partition.
+- An existing table whose Redis topic is gone (Redis lost its data: its append-only file was
+  removed; a restart with the file loses nothing) keeps its segments. Its topic is recreated empty
+  with the table's partitions, each partition's stream continuing at the highest offset anyone
+  knows of (`resume_offsets`): the segments' offsets in ZooKeeper, and the consuming and upstream
+  offsets the live servers publish to Redis (they republish within LIVE_PUBLISH_SECONDS of a Redis
+  restart). Offsets are never reused, so producers write after that point, no consumer skips a new
+  row, and keys stay unique. This is data loss and is reported as such: an ERROR log line and a
+  "DATA LOSS:" note per partition; the offsets known to be lost (between what the servers had read
+  and where the stream continues) are added to the table's durable counter `llcStreamDataLoss`,
+  and the servers count them again as they skip them. Rows produced after the last offset anyone
+  saw are lost too; nobody can count those.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import redis
 from kazoo.exceptions import KazooException, NoNodeError
 
-from tables.domain.table_config import parse_table_config, switch_stream_type
-from tables.streams.redis_streams import RedisTopicAdmin
+from tables import live_state
+from tables.domain.ledger import parse_offset
+from tables.domain.table_config import TableConfig, parse_table_config, switch_stream_type
+from tables.streams.redis_streams import DEFAULT_KEY_PREFIX, FIRST_OFFSET, RedisTopicAdmin
 from tables.zk.cluster import is_initialised
 
 from .context import ClusterContext
 from .errors import Conflict, NotFound, Unavailable
+from .ledger import segment_ranges
 from .resources import ResourceManager
 
 __all__ = [
@@ -41,8 +55,12 @@ __all__ = [
     "demo_schema",
     "demo_table_config",
     "live_tagged_servers",
+    "recreate_topic",
+    "resume_offsets",
     "wait_for_servers",
 ]
+
+log = logging.getLogger(__name__)
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 SCHEMA_FILE = DEMO_DIR / "githubEvents_schema.json"
@@ -60,6 +78,8 @@ class DemoTable:
     topic: str
     created: bool  # False: the table already existed and was left alone
     notes: tuple[str, ...]  # what was done, one line each
+    data_loss: tuple[str, ...] = ()  # one line per partition whose rows were lost with the topic
+    lost_offsets: int = 0  # offsets known to be lost (counted in llcStreamDataLoss)
 
 
 def demo_schema() -> dict[str, Any]:
@@ -131,14 +151,141 @@ def _ensure_topic(admin: RedisTopicAdmin, topic: str, partitions: int) -> str:
     return f"topic {topic!r} exists with {before} partitions"
 
 
+# KEYS: meta, one stream per partition. ARGV: partitions, then each partition's next offset.
+# Positions every partition's stream before the meta key appears: a producer (refused while the
+# topic has no meta) never writes at an offset below where the stream continues.
+_RECREATE_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 2, #KEYS do
+  local last = tonumber(ARGV[i]) - 1
+  if last >= 1 then
+    local id = '0-' .. last
+    if redis.call('EXISTS', KEYS[i]) == 0 then
+      redis.call('XADD', KEYS[i], id, 'v', '', 't', '0')
+      redis.call('XDEL', KEYS[i], id)
+    else
+      redis.pcall('XSETID', KEYS[i], id)
+    end
+  end
+end
+redis.call('HSET', KEYS[1], 'partitions', ARGV[1])
+return 1
+"""
+
+
+def recreate_topic(
+    client: redis.Redis,
+    topic: str,
+    next_offsets: Mapping[int, int],
+    partitions: int,
+    key_prefix: str = DEFAULT_KEY_PREFIX,
+) -> bool:
+    """Create `topic` empty, each partition's stream continuing at `next_offsets[p]` (its first
+    offset, and the earliest and latest offset readers see); False when the topic exists.
+
+    Uses the stream layout of `tables.streams.redis_streams`: `<prefix><topic>:meta` and
+    `<prefix><topic>:<partition>`, entry ids `0-<offset>`.
+    """
+    count = max([partitions, *(p + 1 for p in next_offsets)])
+    keys = [f"{key_prefix}{topic}:meta"] + [f"{key_prefix}{topic}:{p}" for p in range(count)]
+    starts = [max(next_offsets.get(p, FIRST_OFFSET), FIRST_OFFSET) for p in range(count)]
+    return bool(client.eval(_RECREATE_LUA, len(keys), *keys, count, *starts))
+
+
+def resume_offsets(
+    ctx: ClusterContext, client: redis.Redis, table: str
+) -> tuple[dict[int, int], dict[int, int]]:
+    """(where each partition's stream must continue, how far the servers had read it).
+
+    The first is the highest offset known anywhere: the segments' start and end offsets in
+    ZooKeeper, and what the live servers publish (the offset they consume next and the stream's
+    latest offset as they last saw it). The second leaves out the latest offsets: the offsets
+    between the two are known to have existed and to be lost.
+    """
+    manager = ResourceManager(ctx)
+    read: dict[int, int] = {}
+    for found in segment_ranges(manager, table)[0]:
+        for value in (found.start_offset, found.end_offset):
+            offset = parse_offset(value)
+            if offset is not None:
+                read[found.partition] = max(read.get(found.partition, FIRST_OFFSET), offset)
+    latest = dict(read)
+    try:
+        servers = sorted(set(ctx.client.get_children(ctx.paths.liveinstances)))
+    except NoNodeError:
+        servers = []
+    published = live_state.read_all(client, ctx.paths.cluster, servers) if servers else {}
+    for items in published.values():
+        for item in items or ():
+            if item.table != table:
+                continue
+            p = item.partition
+            if item.currentOffset is not None:
+                read[p] = max(read.get(p, FIRST_OFFSET), item.currentOffset)
+            for offset in (item.currentOffset, item.upstreamOffset):
+                if offset is not None:
+                    latest[p] = max(latest.get(p, FIRST_OFFSET), offset)
+    for p, offset in read.items():
+        latest[p] = max(latest.get(p, FIRST_OFFSET), offset)
+    return latest, read
+
+
+def _count_data_loss(table: str, lost: int) -> None:
+    from tables.models import DurableCounter  # the app registry is ready when this runs
+
+    DurableCounter.increment("llcStreamDataLoss", table, by=lost)
+
+
+def _restore_lost_topic(
+    ctx: ClusterContext,
+    client: redis.Redis,
+    existing: TableConfig,
+    table: str,
+    partitions: int,
+    key_prefix: str,
+) -> DemoTable:
+    """The table exists but its topic is gone: recreate the topic, report the loss."""
+    topic = existing.topic_name or ""
+    latest, read = resume_offsets(ctx, client, table)
+    if not recreate_topic(client, topic, latest, partitions, key_prefix):
+        note = f"table {table} already exists (topic {topic!r} exists again); left as it is"
+        return DemoTable(table, topic, False, (note,))
+    lost = {p: latest[p] - read.get(p, latest[p]) for p in latest}
+    total = sum(lost.values())
+    losses = tuple(
+        f"DATA LOSS: table {table} partition {p}: topic {topic!r} was gone; the rows it held "
+        f"from offset {read.get(p, latest[p])} on that were not committed are lost "
+        f"({lost[p]} known, any produced after offset {latest[p] - 1} unknown); the stream "
+        f"continues at offset {latest[p]}"
+        for p in sorted(latest)
+    )
+    for line in losses:
+        log.error("%s", line)
+    if total:
+        _count_data_loss(table, total)
+    count = max([partitions, *(p + 1 for p in latest)])
+    starts = " ".join(f"p{p}={latest.get(p, FIRST_OFFSET)}" for p in range(count))
+    note = (
+        f"table {table} already exists but its topic {topic!r} was gone: recreated it empty with "
+        f"{count} partitions, continuing at offsets {starts}; the table and its committed "
+        f"segments are left as they are ({total} offsets known lost, counted in "
+        "llcStreamDataLoss)"
+    )
+    return DemoTable(table, topic, False, (note,), losses, total)
+
+
 def create_demo_table(
-    ctx: ClusterContext, admin: RedisTopicAdmin, topic: str, partitions: int
+    ctx: ClusterContext,
+    client: redis.Redis,
+    topic: str,
+    partitions: int,
+    key_prefix: str = DEFAULT_KEY_PREFIX,
 ) -> DemoTable:
     """Create the demo table on `topic` unless it exists (see the module's contract)."""
+    admin = RedisTopicAdmin(client, key_prefix)
     manager = ResourceManager(ctx)
     config = demo_table_config(topic)
     table = manager.table_name(config["tableName"])
-    notes: list[str] = []
     try:
         existing = manager.get_table_config(table)
     except NotFound:
@@ -148,14 +295,8 @@ def create_demo_table(
         if existing.stream_type != "redis" or not old_topic or admin.topic_exists(old_topic):
             note = f"table {table} already exists (topic {old_topic!r}); left as it is"
             return DemoTable(table, topic, False, (note,))
-        # ZooKeeper keeps its state under var/, the demo's Redis keeps none: the table's offsets
-        # point into a stream that no longer exists, so the table is of no use. Start afresh.
-        manager.delete_table(table)
-        notes.append(
-            f"table {table} existed but its topic {old_topic!r} is gone (the demo's Redis keeps "
-            "no data across restarts): deleted the table to create it afresh"
-        )
-    notes.append(_ensure_topic(admin, topic, partitions))
+        return _restore_lost_topic(ctx, client, existing, table, partitions, key_prefix)
+    notes = [_ensure_topic(admin, topic, partitions)]
     schema = manager.add_schema(demo_schema())
     notes.append(f"schema {schema.name} written")
     try:

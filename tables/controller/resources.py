@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from tables.domain.assignment import AssignmentError
 from tables.domain.idealstate import consuming_segments, pause_state
-from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
+from tables.domain.names import (
+    InvalidName,
+    check_schema_name,
+    check_segment_name,
+    check_table_name,
+    raw_table_name,
+    table_name_with_type,
+)
 from tables.domain.new_table import plan_new_table
 from tables.domain.pause import with_stream_change
 from tables.domain.schema import (
@@ -42,6 +49,9 @@ from tables.zk.records import read_record, update_record
 
 from .context import ClusterContext
 from .errors import BadRequest, Conflict, NotFound, Unavailable
+
+if TYPE_CHECKING:
+    from tables.segments.deepstore import DeepStore
 
 __all__ = ["ResourceManager"]
 
@@ -78,8 +88,15 @@ class ResourceManager:
             update_record(self.zk, path, lambda _: record)
         return schema
 
+    def schema_name(self, name: str) -> str:
+        """`name` when it is a valid schema name; 400 naming the rule it breaks otherwise."""
+        try:
+            return check_schema_name(name)
+        except InvalidName as exc:
+            raise BadRequest(str(exc)) from None
+
     def get_schema(self, name: str) -> Schema:
-        found = read_record(self.zk, self.paths.schema(name))
+        found = read_record(self.zk, self.paths.schema(self.schema_name(name)))
         if found is None:
             raise NotFound(f"schema {name} not found")
         return schema_from_znrecord(found.record)
@@ -103,12 +120,9 @@ class ResourceManager:
     def table_name(self, name: str) -> str:
         """`name` (raw or with type) as the REALTIME table's name with type; 400 when malformed."""
         try:
-            table = table_name_with_type(name, "REALTIME")
+            return table_name_with_type(check_table_name(name), "REALTIME")
         except InvalidName as exc:
             raise BadRequest(str(exc)) from None
-        if "__" in raw_table_name(table) or "/" in table:
-            raise BadRequest(f"malformed table name {name!r}: it can contain neither '__' nor '/'")
-        return table
 
     def _config(self, name_with_type: str) -> TableConfig:
         found = read_record(self.zk, self.paths.table_config(name_with_type))
@@ -274,7 +288,9 @@ class ResourceManager:
             raise Conflict(f"table {table} changed while its config was updated; try again")
         return config
 
-    def delete_table(self, name: str) -> str:
+    def delete_table(self, name: str, deep_store: DeepStore | None = None) -> str:
+        """Delete the table from ZooKeeper (IdealState first), then, given the deep store, every
+        file of it there: its segments, uploads and staged rows (`DeepStore.delete_table`)."""
         table = self.table_name(name)
         if self.zk.exists(self.paths.table_config(table)) is None and (
             self.zk.exists(self.paths.idealstate(table)) is None
@@ -296,6 +312,8 @@ class ResourceManager:
 
         if self.zk.exists(self.paths.idealstate(BROKER_RESOURCE)) is not None:
             update_record(self.zk, self.paths.idealstate(BROKER_RESOURCE), drop_broker_entry)
+        if deep_store is not None:
+            deep_store.delete_table(raw_table_name(table))
         return table
 
     # --- views of a table ------------------------------------------------------------------------
@@ -318,11 +336,20 @@ class ResourceManager:
 
     def segment_metadata(self, name: str, segment: str) -> SegmentZKMetadata:
         table = self.table_name(name)
+        segment = self.segment_name(segment)
         found = read_record(self.zk, self.paths.segment(table, segment))
         if found is None:
             self._config(table)  # 404 for the table itself when that is what is missing
             raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
         return SegmentZKMetadata.from_znrecord(found.record)
+
+    @staticmethod
+    def segment_name(name: str) -> str:
+        """`name` when it is a valid segment name; 400 naming the rule it breaks otherwise."""
+        try:
+            return check_segment_name(name)
+        except InvalidName as exc:
+            raise BadRequest(str(exc)) from None
 
     # --- helpers ---------------------------------------------------------------------------------
     def _children(self, path: str) -> list[str]:

@@ -13,27 +13,58 @@ Contract:
 - Uploaded realtime names are `<prefix>__<raw>__<partitionId>__<creationTime>__<suffix>`; the
   creation time is not validated, so both `20240530T0000Z` and raw epoch millis parse.
 - Nothing here reads the clock: callers pass `now_ms` (epoch milliseconds).
+
+Names from outside (REST paths, bodies, query parameters) are checked here, once, against every
+place they go: ZooKeeper znode names, deep-store keys, the servers' directories and file names, URLs
+and Pinot's own rules (a table name has no '.', no whitespace, no `__`). The rules:
+- table and schema names use only ASCII letters, digits, `_` and `-` (`NAME_CHARACTERS`), and start
+  with a letter or digit: no `/`, `.`, `..`, NUL, control character, whitespace, `%` (a
+  percent-encoded name is refused, never decoded twice) or non-ASCII letter. A leading letter or
+  digit also keeps a table's deep-store folder `<raw>/` apart from the store's own `_staging/`;
+- a raw table name is at most `MAX_RAW_TABLE_NAME_LENGTH` (137) characters: the longest file name
+  the code makes from it must fit the file systems' 255-byte limit. That file is the committer's
+  staged rows in the deep store while they are published: `<segment>.<uuid>.parquet.tmp-<uuid>`, 78
+  characters past the segment name, itself at most 40 characters past the raw name
+  (`__<int32>__<int32>__yyyyMMddTHHmmZ`); 255 - 78 - 40 = 137. Other names are shorter:
+  `<segment>.tar.gz.tmp-<uuid>` (+44), `<segment>.tmp.<uuid>.tmp-<uuid>` (+74), a server's
+  `<segment>.tar.gz.part-<uuid>` (+45), the folders `<raw>_REALTIME` (+9);
+- schema names follow the same rules and length (a table's schema defaults to its raw name);
+- segment names in a request also allow `.` inside (not first), and are at most
+  `MAX_SEGMENT_NAME_LENGTH` (177) characters, so that every file made from them fits.
+`table_name_problem`, `schema_name_problem` and `segment_name_problem` return the rule a name
+breaks (None when it is fine); `check_*` raise `InvalidName` with it.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 __all__ = [
+    "MAX_RAW_TABLE_NAME_LENGTH",
+    "MAX_SCHEMA_NAME_LENGTH",
+    "MAX_SEGMENT_NAME_LENGTH",
+    "NAME_CHARACTERS",
     "OFFLINE",
     "REALTIME",
     "SEPARATOR",
     "InvalidName",
     "LLCSegmentName",
     "UploadedRealtimeSegmentName",
+    "check_schema_name",
+    "check_segment_name",
+    "check_table_name",
     "format_creation_time",
     "is_llc_segment_name",
     "is_uploaded_realtime_segment_name",
     "parse_creation_time",
     "raw_table_name",
+    "schema_name_problem",
+    "segment_name_problem",
     "split_by_whole_separator",
+    "table_name_problem",
     "table_name_with_type",
     "table_type_of",
 ]
@@ -87,6 +118,112 @@ def table_name_with_type(name: str, table_type: str = REALTIME) -> str:
     if not raw:
         raise InvalidName("table name must not be empty")
     return raw + _suffix(table_type)
+
+
+# --- names from outside (see the module docstring) -----------------------------------------------
+
+NAME_CHARACTERS = "ASCII letters, digits, '_' and '-'"
+MAX_FILE_NAME_BYTES = 255
+_UUID_HEX = 32  # uuid4().hex, in temporary and staged file names
+# `__<partition>__<sequence>__yyyyMMddTHHmmZ`: two Java ints of up to 10 digits, then the time.
+LLC_SUFFIX_LENGTH = 3 * len(SEPARATOR) + 10 + 10 + len("yyyyMMddTHHmmZ")
+# The longest file name made from a segment name: a committer's staged rows while they are being
+# published to the deep store, `<segment>.<uuid>.parquet.tmp-<uuid>` (tables.server.committer,
+# DeepStore.staging_key and DeepStore.publish).
+LONGEST_SEGMENT_FILE_SUFFIX = 1 + _UUID_HEX + len(".parquet") + len(".tmp-") + _UUID_HEX
+MAX_SEGMENT_NAME_LENGTH = MAX_FILE_NAME_BYTES - LONGEST_SEGMENT_FILE_SUFFIX
+MAX_RAW_TABLE_NAME_LENGTH = MAX_SEGMENT_NAME_LENGTH - LLC_SUFFIX_LENGTH
+MAX_SCHEMA_NAME_LENGTH = MAX_RAW_TABLE_NAME_LENGTH
+
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_-")
+_SHOWN = 40  # characters of a refused name quoted in the message
+
+
+def _show(name: str) -> str:
+    return repr(name if len(name) <= _SHOWN else name[:_SHOWN] + "...")
+
+
+def _describe(char: str) -> str:
+    if char.isspace():
+        return f"whitespace {char!r}"
+    if not char.isprintable():
+        return f"the control character {char!r}"
+    if not char.isascii():
+        return f"the non-ASCII character {char!r}"
+    if char == "%":
+        return "the character '%' (a percent-encoded name is not decoded again)"
+    return f"the character {char!r}"
+
+
+def _name_problem(what: str, name: object, max_length: int, extra: str = "") -> str | None:
+    """The first rule `name` breaks: non-empty string, charset, first character, length."""
+    if not isinstance(name, str) or not name:
+        return f"{what} must be a non-empty string"
+    allowed = _NAME_CHARS | frozenset(extra)
+    for position, char in enumerate(name):
+        if char not in allowed:
+            others = f", {', '.join(repr(c) for c in extra)}" if extra else ""
+            return (
+                f"{what} {_show(name)} has {_describe(char)} at position {position}: "
+                f"only {NAME_CHARACTERS}{others} are allowed"
+            )
+    if not (name[0].isascii() and name[0].isalnum()):
+        return f"{what} {_show(name)} must start with an ASCII letter or digit"
+    if len(name) > max_length:
+        return (
+            f"{what} {_show(name)} is {len(name)} characters long; at most {max_length} are "
+            f"allowed (the files made from it must fit the {MAX_FILE_NAME_BYTES}-byte limit)"
+        )
+    return None
+
+
+def table_name_problem(name: object) -> str | None:
+    """The rule a table name (raw, or with its `_REALTIME` / `_OFFLINE` suffix) breaks, or None."""
+    if not isinstance(name, str) or not name:
+        return "table name must be a non-empty string"
+    problem = _name_problem("table name", name, max_length=len(name))
+    if problem:
+        return problem
+    table_type = table_type_of(name)
+    raw = raw_table_name(name)
+    if not raw:
+        return f"table name {_show(name)} has nothing before its type suffix"
+    for candidate in (name, f"{raw}_{table_type or REALTIME}"):
+        if SEPARATOR in candidate:
+            return (
+                f"table name {_show(candidate)} must not contain {SEPARATOR!r} "
+                "(it separates the parts of segment names)"
+            )
+    return _name_problem("raw table name", raw, MAX_RAW_TABLE_NAME_LENGTH)
+
+
+def schema_name_problem(name: object) -> str | None:
+    """The rule a schema name breaks, or None."""
+    return _name_problem("schema name", name, MAX_SCHEMA_NAME_LENGTH)
+
+
+def segment_name_problem(name: object) -> str | None:
+    """The rule a segment name given in a request breaks, or None (`.` allowed, not first)."""
+    return _name_problem("segment name", name, MAX_SEGMENT_NAME_LENGTH, extra=".")
+
+
+def _checked(problem: str | None, name: str) -> str:
+    if problem:
+        raise InvalidName(problem)
+    return name
+
+
+def check_table_name(name: str) -> str:
+    """`name` unchanged, or InvalidName naming the rule it breaks."""
+    return _checked(table_name_problem(name), name)
+
+
+def check_schema_name(name: str) -> str:
+    return _checked(schema_name_problem(name), name)
+
+
+def check_segment_name(name: str) -> str:
+    return _checked(segment_name_problem(name), name)
 
 
 # --- creation time --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tables.domain.names import schema_name_problem
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
@@ -221,6 +222,8 @@ def parse_schema(data: object) -> Schema:
     name = data.get("schemaName")
     if not isinstance(name, str) or not name.strip():
         problems.append("schemaName is required and must be a non-empty string")
+    elif problem := schema_name_problem(name):  # where names go (tables.domain.names)
+        problems.append(problem)
     fields: list[FieldSpec] = []
     for key, kind in _SPEC_LISTS:
         fields.extend(_parse_spec_list(data, key, FieldKind(kind), problems))

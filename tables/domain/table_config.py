@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from tables.domain.names import schema_name_problem, table_name_problem
 from tables.domain.schema import FieldKind, Schema
 from tables.domain.stream_config import (
     LEGACY_STREAM_CONFIGS,
@@ -277,15 +278,14 @@ def _check_identity(rest: dict[str, Any], problems: list[str]) -> tuple[str | No
     if suffix is not None and table_type is not None and suffix != table_type:
         problems.append(f"table name '{name}' ends with '_{suffix}' but tableType is {table_type}")
     with_type = f"{raw_name}_{table_type or suffix or REALTIME}"
-    for candidate in (name, with_type):
-        if "__" in candidate:
-            problems.append(
-                f"table name '{candidate}' must not contain '__' "
-                "(it separates the parts of segment names)"
-            )
-            break
-    if any(char.isspace() or char == "/" for char in name):
-        problems.append(f"table name '{name}' must not contain whitespace or '/'")
+    problem = table_name_problem(name)  # Pinot's rules and where names go (tables.domain.names)
+    if problem:
+        problems.append(problem)
+    schema_name = _section(rest, SEGMENTS_CONFIG).get("schemaName")
+    if schema_name not in (None, ""):
+        problem = schema_name_problem(schema_name)
+        if problem:
+            problems.append(f"segmentsConfig.schemaName: {problem}")
     return table_type, with_type
 
 

@@ -18,10 +18,24 @@ Contract:
                                  picking it up: a commit just made it)                    UPDATING
        NOT_REPORTING             no replica published live state for the consuming segment  WARNING
     6. COMMITTING                a replica is HOLDING, CATCHING_UP, COMMITTING (or just done)   GOOD
+       COMMIT_OVERDUE            ... and the completion began more than `commit_limit_ms` ago
+                                 (Pinot's MAX_SEGMENT_COMPLETION_TIME)                    WARNING
+                                 or more than twice that (the healer has not repaired it)     BAD
     7. STALLED                   records lag > 0 and no offset progress for >= stalled_after_s  BAD
-    8. LAGGING                   records lag or availability lag above its threshold        WARNING
-    9. NO_UPSTREAM_DATA          lag 0 and no new row for >= idle_after_s                      GOOD
-   10. CONSUMING                 everything else                                               GOOD
+    8. UNDER_REPLICATED          fewer replicas of the consuming segment are CONSUMING/ONLINE in
+                                 the ExternalView than the table's replication (a segment
+                                 younger than report_grace_s is still being picked up)    WARNING
+    9. LAGGING                   records lag or availability lag above its threshold        WARNING
+   10. NO_UPSTREAM_DATA          lag 0 and no new row for >= idle_after_s                      GOOD
+   11. CONSUMING                 everything else                                               GOOD
+- Durations of a commit are counted from the since-times the servers publish (`phaseSinceMs`,
+  `completingSinceMs`: they change only when the phase does), never from the last offset move,
+  so "CATCHING_UP for N s" grows while the phase lasts. `commit_detail` writes that text; the
+  pages call it again at render time, so the duration grows between two page loads.
+- `lag_known`: a partition's lag is known only when a replica that reports also knows its
+  upstream offset; otherwise pages say unknown, the API null, and /metrics leaves it out.
+- Table-level checks over flush times (never committed, ingestion down) are in
+  `tables.domain.table_checks`; `table_health` takes the first one's reason.
 - `Health` values and their order are `tables.models.Health` (GOOD < PAUSED < UPDATING < WARNING
   < BAD); `worst` picks the highest.
 - Segment helpers: `segment_display_state` (one word from the IdealState and ExternalView
@@ -31,7 +45,7 @@ Contract:
   out, as SegmentStatusChecker does).
 - `table_health` rolls a table up: BAD for ERROR/all-OFFLINE segments or availability under 100 %,
   otherwise the worst partition, UPDATING while the IdealState and ExternalView differ, PAUSED for
-  a paused table; with the reason of the worst finding.
+  a paused table, WARNING for a table that never commits; with the reason of the worst finding.
 - `progressed_at` says when a partition last moved: now when its offset or consuming segment
   changed (or it was never seen), else the previous time.
 Nothing here reads the clock: `now_ms` is an argument (epoch milliseconds).
@@ -39,12 +53,14 @@ Nothing here reads the clock: `now_ms` is an argument (epoch milliseconds).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "COMMIT_PHASES",
+    "DEFAULT_COMMIT_LIMIT_MS",
     "HEALTH_RANK",
     "Health",
     "PartitionFacts",
@@ -53,9 +69,14 @@ __all__ = [
     "ReplicaLive",
     "Thresholds",
     "Verdict",
+    "commit_detail",
+    "commit_started_ms",
+    "format_duration",
     "is_all_offline",
+    "lag_known",
     "percent_available",
     "progressed_at",
+    "replicas_up",
     "segment_display_state",
     "table_health",
     "triage_partition",
@@ -85,7 +106,9 @@ class Verdict(StrEnum):
     OFFSET_UNAVAILABLE = "OFFSET_UNAVAILABLE"
     NOT_REPORTING = "NOT_REPORTING"
     COMMITTING = "COMMITTING"
+    COMMIT_OVERDUE = "COMMIT_OVERDUE"
     STARTING = "STARTING"
+    UNDER_REPLICATED = "UNDER_REPLICATED"
 
 
 VERDICT_HEALTH: dict[Verdict, Health] = {
@@ -100,6 +123,8 @@ VERDICT_HEALTH: dict[Verdict, Health] = {
     Verdict.NOT_REPORTING: Health.WARNING,
     Verdict.STARTING: Health.UPDATING,
     Verdict.COMMITTING: Health.GOOD,
+    Verdict.COMMIT_OVERDUE: Health.WARNING,  # BAD past twice the limit
+    Verdict.UNDER_REPLICATED: Health.WARNING,
 }
 
 # Server phases (tables.server.consumer.Phase) of a segment being completed: offsets stand still
@@ -114,6 +139,9 @@ OFFLINE = "OFFLINE"
 QUERYABLE = frozenset({"ONLINE", "CONSUMING"})
 # Pinot's controller.statuschecker.waitForPushTimeSeconds default (10 min).
 NEW_SEGMENT_GRACE_MS = 600_000
+# Pinot's MAX_SEGMENT_COMPLETION_TIME default (tables.controller.llc reads the cluster's own value
+# from the cluster config, `max.segment.completion.time.millis`; the sync passes it in).
+DEFAULT_COMMIT_LIMIT_MS = 300_000
 
 
 @dataclass(frozen=True)
@@ -123,6 +151,8 @@ class Thresholds:
     lagging_time_ms: int = 60_000
     idle_after_s: float = 60.0
     report_grace_s: float = 30.0
+    commit_limit_ms: int = DEFAULT_COMMIT_LIMIT_MS
+    flush_factor: float = 2.0  # see tables.domain.table_checks
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,31 @@ class ReplicaLive:
     rows_per_s: float = 0.0
     lost_offsets: int = 0
     updated_ms: int = 0
+    phase_since_ms: int | None = None  # when the current phase began
+    completing_since_ms: int | None = None  # when the replica left CONSUMING (None: consuming)
+
+    @classmethod
+    def from_published(cls, data: Mapping[str, Any]) -> ReplicaLive:
+        """From the JSON a server publishes (`tables.live_state`), as the mirror keeps it."""
+
+        def num(key: str) -> int | None:
+            value = data.get(key)
+            return int(value) if isinstance(value, int | float) else None
+
+        return cls(
+            consumer_state=str(data.get("consumerState") or CONSUMING_STATE),
+            phase=str(data.get("phase") or "CONSUMING"),
+            current_offset=num("currentOffset"),
+            upstream_offset=num("upstreamOffset"),
+            records_lag=num("recordsLag") or 0,
+            availability_lag_ms=num("availabilityLagMs") or 0,
+            last_consumed_ms=num("lastConsumedMs"),
+            rows_per_s=float(data.get("rowsPerSecond") or 0.0),
+            lost_offsets=num("lostOffsets") or 0,
+            updated_ms=num("updatedMs") or 0,
+            phase_since_ms=num("phaseSinceMs"),
+            completing_since_ms=num("completingSinceMs"),
+        )
 
 
 @dataclass(frozen=True)
@@ -160,6 +215,7 @@ class PartitionFacts:
     partition_paused: bool = False
     progressed_at_ms: int | None = None
     consuming_created_ms: int | None = None  # the consuming segment's creation time
+    replication: int = 0  # the table's replication (0: unknown, not checked)
 
 
 @dataclass(frozen=True)
@@ -208,6 +264,64 @@ def _max_or_none(values: Iterable[int | None]) -> int | None:
 
 def _seconds(ms: int) -> int:
     return max(0, ms) // 1000
+
+
+def format_duration(ms: int) -> str:
+    """`45 s`, `3 min 05 s`, `2 h 04 min`, `3 d 02 h` (the pages' `display.duration`)."""
+    total = _seconds(ms)
+    if total < 60:
+        return f"{total} s"
+    minutes, secs = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours:02d} h"
+
+
+def _committing(live: Mapping[str, ReplicaLive]) -> list[str]:
+    return sorted(r for r, state in live.items() if state.phase in COMMIT_PHASES)
+
+
+def commit_started_ms(live: Mapping[str, ReplicaLive]) -> int | None:
+    """When the earliest replica in a commit phase left CONSUMING (None: no replica says)."""
+    starts = [
+        r.completing_since_ms if r.completing_since_ms is not None else r.phase_since_ms
+        for r in live.values()
+        if r.phase in COMMIT_PHASES
+    ]
+    present = [start for start in starts if start is not None]
+    return min(present) if present else None
+
+
+def commit_detail(live: Mapping[str, ReplicaLive], now_ms: int) -> str:
+    """`commit for 6 min 40 s: Server_a CATCHING_UP for 40 s, Server_b HOLDING for 6 min 38 s`.
+
+    Durations come from the published since-times only (never contains "; ")."""
+    parts = []
+    for replica in _committing(live):
+        state = live[replica]
+        since = state.phase_since_ms
+        parts.append(
+            f"{replica} {state.phase}"
+            + ("" if since is None else f" for {format_duration(now_ms - since)}")
+        )
+    started = commit_started_ms(live)
+    head = "" if started is None else f"commit for {format_duration(now_ms - started)}: "
+    return head + ", ".join(parts)
+
+
+def replicas_up(ev_states: Mapping[str, str]) -> int:
+    """Replicas CONSUMING or ONLINE in the ExternalView."""
+    return sum(1 for state in ev_states.values() if state in QUERYABLE)
+
+
+def lag_known(upstream_offset: int | None) -> bool:
+    """A partition's lag is known once a reporting replica knows its upstream offset (the
+    mirror's `upstream_offset` is the most advanced of theirs: None when none does)."""
+    return upstream_offset is not None
 
 
 def _pause_detail(facts: PartitionFacts) -> str:
@@ -281,19 +395,24 @@ def triage_partition(
         return verdict(
             Verdict.NOT_REPORTING, f"no live state for {facts.consuming_segment} from {silent}"
         )
-    committing = sorted(r for r, state in live.items() if state.phase in COMMIT_PHASES)
-    if committing:
-        phases = ", ".join(f"{r} {live[r].phase}" for r in committing)
-        return verdict(
-            Verdict.COMMITTING,
-            f"{phases} for {_seconds(since_progress_ms)} s",
-        )
+    if _committing(live):
+        return _commit_verdict(verdict, live, now_ms, thresholds.commit_limit_ms)
     if stalled_s and stalled_s >= thresholds.stalled_after_s:
         return verdict(
             Verdict.STALLED,
             f"stalled for {stalled_s} s, {figures['records_lag']} records behind",
             stalled_s,
         )
+    up = replicas_up(facts.ev_states)
+    if facts.replication > 0 and up < facts.replication:
+        created = facts.consuming_created_ms
+        grace_ms = thresholds.report_grace_s * 1000
+        if created is None or now_ms - created >= grace_ms:
+            return verdict(
+                Verdict.UNDER_REPLICATED,
+                f"{up} of {facts.replication} replicas CONSUMING or ONLINE in the ExternalView",
+                stalled_s,
+            )
     if (
         figures["records_lag"] > thresholds.lagging_records
         or figures["time_lag_ms"] > thresholds.lagging_time_ms
@@ -314,6 +433,27 @@ def triage_partition(
         f"{figures['rows_per_s']:.1f} rows/s, {figures['records_lag']} records behind",
         stalled_s,
     )
+
+
+def _commit_verdict(
+    verdict: Callable[..., PartitionVerdict],
+    live: Mapping[str, ReplicaLive],
+    now_ms: int,
+    limit_ms: int,
+) -> PartitionVerdict:
+    """COMMITTING, or COMMIT_OVERDUE (WARNING past the limit, BAD past twice the limit). The
+    detail is `commit_detail` then, for an overdue one, "; " and the limit."""
+    detail = commit_detail(live, now_ms)
+    started = commit_started_ms(live)
+    elapsed = None if started is None else now_ms - started
+    if elapsed is None or limit_ms <= 0 or elapsed <= limit_ms:
+        return verdict(Verdict.COMMITTING, detail)
+    limit = format_duration(limit_ms)
+    if elapsed > 2 * limit_ms:
+        note = f"past twice the {limit} completion time limit: the healer has not repaired it"
+        return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
+    note = f"past the {limit} completion time limit (MAX_SEGMENT_COMPLETION_TIME)"
+    return verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}")
 
 
 # --- segments and tables --------------------------------------------------------------------------
@@ -368,9 +508,13 @@ def table_health(
     error_segments: int = 0,
     percent: int = 100,
     updating: bool = False,
+    never_committed: str = "",
 ) -> tuple[Health, str]:
-    """(health, reason) of a table from its partitions' verdicts and its segment counts."""
+    """(health, reason) of a table from its partitions' verdicts and its segment counts;
+    `never_committed` is `never_committed(...)`'s reason (a WARNING) when it flagged the table."""
     findings: list[tuple[Health, str]] = []
+    if never_committed:
+        findings.append((Health.WARNING, never_committed))
     if error_segments:
         findings.append((Health.BAD, f"{error_segments} segment(s) in ERROR or all OFFLINE"))
     if percent < 100:

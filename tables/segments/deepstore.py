@@ -10,6 +10,8 @@ Keys are relative, `/`-separated paths under the store's root: `segment_key(raw,
 `<raw>/<segment>.tar.gz`; `staging_key(table, name)` is `_staging/<raw>/<name>.parquet`. Keys with
 `..`, empty parts or a leading `/` are refused (ValueError).
 
+`delete_table(raw)` removes a deleted table's folder and its staged rows.
+
 Atomic publish. `publish(local_file, key)` never leaves a partial object at `key`:
 - local: the bytes go to `<key>.tmp-<uuid>` beside the final file, are fsynced, and the temporary is
   renamed over the final name with `os.replace` (atomic on POSIX), then the directory is fsynced. A
@@ -177,6 +179,19 @@ class DeepStore:
             return False
         self.fs.rm_file(path)
         return True
+
+    def delete_table(self, raw_table: str) -> list[str]:
+        """Remove every file of a table: `<raw>/` (segments, uploads, temporaries) and
+        `_staging/<raw>/` (staged rows); returns the keys removed. Idempotent."""
+        removed: list[str] = []
+        for prefix in (_raw(raw_table), f"_staging/{_raw(raw_table)}"):
+            path = self.path_for(prefix)
+            if not self.fs.exists(path):
+                continue
+            removed.extend(sorted(self._key_of(p) for p in self.fs.find(path)))
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm(path, recursive=True)
+        return removed
 
     def delete_uploads(self, raw_table: str, segment: str) -> list[str]:
         """Remove every committer upload of `segment` (`<raw>/<segment>.tmp.<id>`), as Pinot's

@@ -6,7 +6,9 @@ Contract, for the replica the controller answered COMMIT:
 2. The Spark build runs as the Celery task `tables.spark_build_segment` and publishes the tar at
    `<raw>/<segment>.tmp.<uuid>` (an upload: only commit end makes it the segment). While waiting,
    the lease is renewed with `extendBuildTime` before it runs out; an answer other than PROCESSED
-   means the controller gave the commit up, and so does the committer.
+   means the controller gave the commit up, and so does the committer. An unanswered renewal
+   (NOT_SENT: the controller unreachable) is asked again until the lease ends; then the
+   controller has given the commit up, and the committer stops waiting for the build.
 3. `segmentCommitStart` must answer COMMIT_CONTINUE, then `segmentCommitEndWithMetadata` sends the
    tar's `metadata.properties` and `creation.meta` with `location` = the upload's URI and must
    answer COMMIT_SUCCESS.
@@ -153,7 +155,15 @@ class Committer:
                 extended = self.client.extend_build_time(spec.table, spec.segment, offset, lease_s)
                 if extended.status is Status.PROCESSED:
                     lease_end = time.monotonic() + lease_s
-                elif extended.status is not Status.NOT_SENT:
+                elif extended.status is Status.NOT_SENT and time.monotonic() < lease_end:
+                    pass  # the controller is unreachable for now: ask again at the next poll
+                elif extended.status is Status.NOT_SENT:
+                    # The lease ran out without the controller hearing from us: it has aborted
+                    # this commit (another replica may be committing). Stop waiting.
+                    log.warning("%s: build lease ran out unrenewed; giving up", spec.segment)
+                    handle.revoke()
+                    return None
+                else:
                     log.warning("%s: extendBuildTime answered %s", spec.segment, extended.status)
                     handle.revoke()
                     return None

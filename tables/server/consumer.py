@@ -8,15 +8,22 @@ Contract:
 - After a failed commit it waits 2, 4, 8... up to 30 s before asking again.
 - At the end criteria (`tables.domain.segment_states.EndCriteria`, or a force commit) it runs the
   completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s);
-  CATCH_UP -> consume exactly up to the given offset and ask again; COMMIT -> the committer builds
+  CATCH_UP -> consume exactly up to the given offset and ask again, giving up after `catch_up_s`
+  (default: the FSM's notify-winner time plus the default commit timeout, past which the
+  controller's FSM has aborted anyway) and asking again from where it got; a CATCH_UP to an offset
+  it already has is a HOLD; COMMIT -> the committer builds
   and commits (a failed commit goes back to asking); KEEP, DISCARD, COMMIT_SUCCESS -> done: the rows
   are dropped and the segment's ONLINE transition fetches the committed copy.
 - `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
   controller once more, which answers KEEP or DISCARD for a committed segment, and ends.
 - `stop()` ends the thread at its next wait or fetch (at most ~`fetch_timeout_ms`), reporting
   nothing: the replica's IdealState change (ONLINE/OFFLINE/DROPPED) is what stops a consumer.
-- A stream that cannot be read is retried; anything unexpected ends the segment in ERROR after a
-  best-effort `segmentStoppedConsuming`, so the controller can hand the partition on.
+- A stream that cannot be read for now (`StreamUnavailable`: Redis stalled or restarting) is
+  retried with capped exponential back-off (0.2 s doubling to `FETCH_BACKOFF_CAP_S`), one warning
+  per `FETCH_LOG_EVERY_S`; it is never reported as a consumer error. What waiting cannot fix (a
+  deleted topic) and anything unexpected end the segment in ERROR after a best-effort
+  `segmentStoppedConsuming` whose reason names the cause (`stopped_reason`), so the controller can
+  hand the partition on.
 """
 
 from __future__ import annotations
@@ -30,9 +37,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tables.domain.backoff import Backoff, LogThrottle
+from tables.domain.completion import DEFAULT_COMMIT_TIMEOUT_MS, MAX_TIME_TO_NOTIFY_WINNER_MS
 from tables.domain.completion_response import Response, Status
 from tables.domain.segment_states import FORCE_COMMIT, EndCriteria
-from tables.streams.base import StreamError, StreamProvider
+from tables.streams.base import StreamError, StreamProvider, TopicNotFound
 
 from .protocol import CompletionClient
 
@@ -41,6 +50,11 @@ __all__ = ["ConsumingSegment", "PartitionStats", "Phase", "SegmentConsumer"]
 log = logging.getLogger(__name__)
 
 MAX_HOLD_S = 3.0
+# Longest a CATCH_UP is followed before asking again: by then the FSM that answered it has
+# aborted or committed (its commit deadline is the notify time plus the commit timeout).
+CATCH_UP_S = (MAX_TIME_TO_NOTIFY_WINNER_MS + DEFAULT_COMMIT_TIMEOUT_MS) / 1000
+FETCH_BACKOFF_CAP_S = 5.0
+FETCH_LOG_EVERY_S = 60.0
 _RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
 _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
 
@@ -58,6 +72,13 @@ class Phase(StrEnum):
 
 
 _UNFINISHED = {Phase.CONSUMING, Phase.HOLDING, Phase.CATCHING_UP, Phase.COMMITTING}
+
+
+def stopped_reason(exc: BaseException) -> str:
+    """The `reason` of segmentStoppedConsuming for a consumer that failed with `exc`."""
+    if isinstance(exc, TopicNotFound):
+        return f"topicNotFound: {exc}"
+    return f"consumerError: {type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,8 @@ class PartitionStats:
 class SegmentConsumer:
     """Runs in its own thread; see the module contract."""
 
+    catch_up_s: float = CATCH_UP_S  # per instance, before start(): the CATCH_UP deadline
+
     def __init__(
         self,
         spec: ConsumingSegment,
@@ -137,6 +160,9 @@ class SegmentConsumer:
         self.offsets = array("q")
         self.values: list[bytes] = []
         self._fetched = False
+        self.error: str | None = None  # why the consumer failed, for /debug and the logs
+        self._fetch_backoff = Backoff(first=0.2, cap=FETCH_BACKOFF_CAP_S)
+        self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._online = threading.Event()
         self._wakeup = threading.Event()  # set by stop() and finish(): ends a hold wait early
         self._stop = threading.Event()
@@ -207,11 +233,12 @@ class SegmentConsumer:
             if reason is not None or self._online.is_set():
                 self.end_reason = reason
                 self._complete(reason)
-        except Exception:
+        except Exception as exc:
             log.exception("%s: consumer failed", self.spec.segment)
             self.phase = Phase.ERROR
+            self.error = f"{type(exc).__name__}: {exc}"
             self.client.segment_stopped_consuming(
-                self.spec.table, self.spec.segment, self.next_offset, "consumerError"
+                self.spec.table, self.spec.segment, self.next_offset, stopped_reason(exc)
             )
         finally:
             ended = self._stop.is_set() or self._online.is_set()
@@ -222,10 +249,13 @@ class SegmentConsumer:
             self.offsets = array("q")
             self.values = []
 
-    def _consume(self, until: int | None) -> str | None:
+    def _consume(self, until: int | None, deadline: float | None = None) -> str | None:
         """Read until the end criteria (`until` None) or up to offset `until`; returns the end
-        reason, or None when stopped or the replica went ONLINE."""
+        reason ("catchUp" once at `until`, "catchUpTimeout" past the `time.monotonic()`
+        `deadline`), or None when stopped or the replica went ONLINE."""
         while not self._stop.is_set() and not self._online.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return "catchUpTimeout"
             if until is None:
                 if self._force.is_set():
                     return FORCE_COMMIT
@@ -255,10 +285,25 @@ class SegmentConsumer:
         stats, partition = self.stats, self.spec.partition
         try:
             batch = self.provider.fetch(partition, self.next_offset, wanted, self.fetch_timeout_ms)
-        except StreamError as exc:
-            log.warning("%s: stream not readable (%s); retrying", self.spec.segment, exc)
-            self._stop.wait(1.0)
+        except TopicNotFound:
+            raise  # permanent: the consumer stops and says why (segmentStoppedConsuming)
+        except StreamError as exc:  # StreamUnavailable and the like: wait it out
+            delay = self._fetch_backoff.next_delay()
+            write, held = self._fetch_log.allow(type(exc).__name__, time.monotonic())
+            if write:
+                log.warning(
+                    "%s: stream not readable (%s); retrying in %.1f s (%d similar held back)",
+                    self.spec.segment,
+                    exc,
+                    delay,
+                    held,
+                )
+            self._stop.wait(delay)
             return
+        if self._fetch_backoff.failures:
+            log.info("%s: stream readable again", self.spec.segment)
+            self._fetch_backoff.reset()
+            self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._fetched = True
         if batch.data_loss:
             lost = batch.first_available_offset - self.next_offset
@@ -294,9 +339,20 @@ class SegmentConsumer:
                 spec.table, spec.segment, self.next_offset, reason, self.rows
             )
             status = response.status
-            if status is Status.CATCH_UP and response.offset is not None and not online:
+            target = None
+            if status is Status.CATCH_UP and response.offset is not None:
+                target = int(response.offset)  # at or below our offset: a HOLD
+            if target is not None and target > self.next_offset and not online:
                 self.phase = Phase.CATCHING_UP
-                self._consume(until=int(response.offset))
+                deadline = time.monotonic() + self.catch_up_s
+                if self._consume(until=target, deadline=deadline) == "catchUpTimeout":
+                    log.warning(
+                        "%s: CATCH_UP to %d not reached within %.0f s (at %d); asking again",
+                        spec.segment,
+                        target,
+                        self.catch_up_s,
+                        self.next_offset,
+                    )
                 self.phase = Phase.HOLDING
                 continue
             if status is Status.COMMIT and not online:
@@ -317,7 +373,7 @@ class SegmentConsumer:
                 log.info("%s: %s at offset %d", spec.segment, status, self.next_offset)
                 self.phase = Phase(_DONE[status])
                 return
-            if status not in _RETRY_ASK and not online:
+            if status not in _RETRY_ASK and status is not Status.CATCH_UP and not online:
                 log.warning("%s: unexpected answer %s to segmentConsumed", spec.segment, status)
             if online:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway

@@ -15,8 +15,13 @@ Contract:
   offset (so a restarted server resumes from there); CONSUMING->ONLINE stops it and fetches the
   committed copy (`LocalSegments`), as does OFFLINE->ONLINE; ->OFFLINE stops consuming; ->DROPPED
   also deletes the local copy. A transition that fails leaves the replica in ERROR, as does a
-  consumer that fails. CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is
-  rewritten, compare-and-set, after every transition.
+  consumer that fails; a replica whose transitions keep failing (ERROR -> DROPPED of a segment
+  whose files cannot be removed) is tried again after 0.5 s doubling up to 60 s, with one log line
+  a minute, never in a tight loop. While ZooKeeper is away the rounds back off (`tick_s` doubling
+  to 10 s) and log one line a minute per cause; the ZooKeeper client, and so every watch, is kept
+  (`tables.zk.client`), and a new session is met by registering again.
+  CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is rewritten,
+  compare-and-set, after every transition.
 - Messages: once registered, `messages` (`tables.server.messages.MessageHandler`) watches
   INSTANCES/<id>/MESSAGES and handles FORCE_COMMIT; a consumer started by a transition is
   reported to it (`consumer_started`), so a force commit that came meanwhile is not lost. A
@@ -41,12 +46,14 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from tables.controller.context import ClusterContext
 from tables.controller.errors import NotFound
 from tables.controller.resources import ResourceManager
+from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
 from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_states import SegmentState, next_step
 from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
+from tables.outages import outage_reason
 from tables.segments.deepstore import DeepStore
 from tables.streams.base import StreamProvider, provider_for
 from tables.zk import codec
@@ -67,6 +74,9 @@ DEFAULT_TAG = "DefaultTenant_REALTIME"
 STATE_MODEL = "SegmentOnlineOfflineStateModel"
 DEFAULT_THRESHOLD_ROWS = 100_000
 STOP_JOIN_S = 30.0
+RECONCILE_BACKOFF_CAP_S = 10.0
+TRANSITION_BACKOFF_CAP_S = 60.0
+LOG_EVERY_S = 60.0
 DOWNLOAD_ATTEMPTS = 3
 
 
@@ -79,6 +89,8 @@ class Replica:
     consumer: SegmentConsumer | None = None
     error: str | None = None
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    failures: int = 0  # transitions failed in a row: the next try waits (capped back-off)
+    retry_at: float = 0.0  # time.monotonic() before which no transition is tried again
 
 
 class ServerInstance:
@@ -117,6 +129,7 @@ class ServerInstance:
         self._publish_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._transition_log = LogThrottle(every_s=LOG_EVERY_S)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="transition")
         self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
         self.messages = MessageHandler(self, tick_s=tick_s)
@@ -179,14 +192,40 @@ class ServerInstance:
 
     # --- the reconcile thread -----------------------------------------------------------------
     def _loop(self) -> None:
+        backoff = Backoff(first=self.tick_s, cap=max(RECONCILE_BACKOFF_CAP_S, self.tick_s))
+        throttle = LogThrottle(every_s=LOG_EVERY_S)
         while not self._stop.is_set():
+            wait = self.tick_s
             try:
                 if self._ensure_registered():
                     self._reconcile_all()
-            except Exception:
-                log.exception("%s: reconcile round failed; retrying", self.instance_id)
-            self._wake.wait(self.tick_s)
+                if backoff.failures:
+                    log.info("%s: reconcile rounds succeed again", self.instance_id)
+                backoff.reset()
+                throttle = LogThrottle(every_s=LOG_EVERY_S)
+            except Exception as exc:
+                wait = backoff.next_delay()
+                self._log_round_failure(throttle, exc, wait)
+            self._wake.wait(wait)
             self._wake.clear()
+
+    def _log_round_failure(self, throttle: LogThrottle, exc: Exception, wait: float) -> None:
+        """One line per cause per LOG_EVERY_S: an outage must not flood the log."""
+        reason = outage_reason(exc)
+        key = type(exc).__name__ if reason is not None else repr(exc)
+        write, held = throttle.allow(key, time.monotonic())
+        if not write:
+            return
+        if reason is not None:
+            log.warning(
+                "%s: store unavailable (%s); retrying in %.1f s (%d similar held back)",
+                self.instance_id,
+                reason,
+                wait,
+                held,
+            )
+        else:
+            log.exception("%s: reconcile round failed; retrying in %.1f s", self.instance_id, wait)
 
     def _ensure_registered(self) -> bool:
         ctx = self.ctx()
@@ -241,7 +280,7 @@ class ServerInstance:
             changed = False
             for segment in sorted(set(targets) | set(replicas)):
                 replica = replicas.get(segment) or Replica()
-                if replica.busy:
+                if replica.busy or replica.retry_at > time.monotonic():
                     continue
                 consumer = replica.consumer
                 failed = consumer is not None and consumer.phase is Phase.ERROR
@@ -286,9 +325,23 @@ class ServerInstance:
             elif target is SegmentState.DROPPED:
                 self.local.remove(table, segment)
             replica.state, replica.error = target, None
+            replica.failures, replica.retry_at = 0, 0.0
             log.info("%s %s: %s -> %s", self.instance_id, segment, source, target)
         except Exception as exc:
-            log.exception("%s %s: %s -> %s failed", self.instance_id, segment, source, target)
+            replica.failures += 1
+            delay = Backoff(first=0.5, cap=TRANSITION_BACKOFF_CAP_S, failures=replica.failures - 1)
+            replica.retry_at = time.monotonic() + delay.next_delay()
+            write, held = self._transition_log.allow(f"{segment}:{target}", time.monotonic())
+            if write:
+                log.exception(
+                    "%s %s: %s -> %s failed (%d times in a row, %d lines held back)",
+                    self.instance_id,
+                    segment,
+                    source,
+                    target,
+                    replica.failures,
+                    held,
+                )
             replica.state, replica.error = SegmentState.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
             replica.since_ms = int(time.time() * 1000)

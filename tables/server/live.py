@@ -13,7 +13,13 @@ Contract:
   `availabilityLagMs` = `stats.delay_ms(now, current)`, `consumerState` NOT_CONSUMING only for a
   failed or stopped consumer; `phase` is the consumer's finer phase. `rowsPerSecond` is the change
   of the partition's `rows_consumed` since the previous publish over the elapsed (monotonic) time;
-  0.0 on a partition's first publish.
+  0.0 on a partition's first publish. `phaseSinceMs` is when the consumer's current phase began:
+  the publisher remembers each segment's phase between ticks and moves the time only when the
+  phase changes (a replica first seen CONSUMING began at the replica's `since_ms`; any other
+  first sighting, and every change, at the tick that saw it: at most `interval_s` late).
+  `completingSinceMs` is when the replica left CONSUMING for the completion protocol (HOLDING,
+  CATCHING_UP, COMMITTING, ...): it survives the HOLDING <-> CATCHING_UP round trips of one
+  completion, so a stuck commit's age keeps growing; None while consuming.
 - A failing publish (Redis down, a replica changing under the walk) is logged and retried on the
   next tick; it never ends the thread. `failures` and `published` count ticks.
 - `stop()` ends the thread promptly (it waits on an event, not a sleep) and deletes the server's
@@ -41,7 +47,13 @@ __all__ = ["LivePublisher", "partition_live"]
 log = logging.getLogger(__name__)
 
 
-def partition_live(consumer: SegmentConsumer, now_ms: int, rows_per_second: float) -> PartitionLive:
+def partition_live(
+    consumer: SegmentConsumer,
+    now_ms: int,
+    rows_per_second: float,
+    phase_since_ms: int | None = None,
+    completing_since_ms: int | None = None,
+) -> PartitionLive:
     """One consuming segment's live figures, computed as the admin endpoint computes them."""
     spec, stats = consumer.spec, consumer.stats
     current = consumer.next_offset
@@ -61,6 +73,8 @@ def partition_live(consumer: SegmentConsumer, now_ms: int, rows_per_second: floa
         rowsPerSecond=rows_per_second,
         lostOffsets=stats.lost_offsets,
         updatedMs=now_ms,
+        phaseSinceMs=phase_since_ms,
+        completingSinceMs=completing_since_ms,
     )
 
 
@@ -89,6 +103,8 @@ class LivePublisher:
         self._failing = 0  # failures in a row
         # (table, partition) -> (rows_consumed, clock) at the previous collect.
         self._previous: dict[tuple[str, int], tuple[int, float]] = {}
+        # (table, segment) -> (phase, phase since ms, completing since ms) at the previous collect.
+        self._phases: dict[tuple[str, str], tuple[str, int, int | None]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"live-{instance.instance_id}", daemon=True
@@ -127,18 +143,41 @@ class LivePublisher:
         now_ms, now = self.wall_ms(), self.clock()
         items: list[PartitionLive] = []
         seen: dict[tuple[str, int], tuple[int, float]] = {}
+        phases: dict[tuple[str, str], tuple[str, int, int | None]] = {}
         for table in self.instance.hosted_tables():
             replicas = self.instance.replicas_of(table)
-            for _segment, replica in sorted((replicas or {}).items()):
+            for segment, replica in sorted((replicas or {}).items()):
                 consumer = replica.consumer
                 if replica.state is not SegmentState.CONSUMING or consumer is None:
                     continue
                 key = (table, consumer.spec.partition)
                 rows = consumer.stats.rows_consumed
                 seen.setdefault(key, (rows, now))
-                items.append(partition_live(consumer, now_ms, self._rate(key, rows, now)))
+                phase = self._phase_times(
+                    (table, segment), str(consumer.phase), now_ms, replica.since_ms
+                )
+                phases[(table, segment)] = phase
+                rate = self._rate(key, rows, now)
+                items.append(partition_live(consumer, now_ms, rate, phase[1], phase[2]))
         self._previous = seen
+        self._phases = phases
         return items
+
+    def _phase_times(
+        self, key: tuple[str, str], phase: str, now_ms: int, replica_since_ms: int
+    ) -> tuple[str, int, int | None]:
+        """(phase, when it began, when the completion began) for one segment; see the contract."""
+        previous = self._phases.get(key)
+        if previous is not None and previous[0] == phase:
+            return previous
+        consuming = phase == "CONSUMING"
+        if previous is None:
+            since = min(replica_since_ms, now_ms) if consuming else now_ms
+            return phase, since, None if consuming else since
+        if consuming:
+            return phase, now_ms, None
+        completing = previous[2] if previous[2] is not None else now_ms
+        return phase, now_ms, completing
 
     def _rate(self, key: tuple[str, int], rows: int, now: float) -> float:
         previous = self._previous.get(key)

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 from kazoo.recipe.watchers import ChildrenWatch
 
 from tables.controller.context import ClusterContext
+from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.znrecord import ZNRecordError
+from tables.outages import outage_reason
 from tables.zk import messages as zk_messages
 
 from .consumer import Phase, SegmentConsumer
@@ -79,15 +81,28 @@ class MessageHandler:
 
     # --- the thread -------------------------------------------------------------------------------
     def _loop(self) -> None:
+        backoff = Backoff(first=self.tick_s, cap=max(self.tick_s, 10.0))
+        throttle = LogThrottle(every_s=60.0)
+        wait = self.tick_s
         while not self._stop.is_set():
-            self._wake.wait(self.tick_s)
+            self._wake.wait(wait)
             self._wake.clear()
             if self._stop.is_set():
                 return
             try:
                 self.handle_all()
-            except Exception:
-                log.exception("%s: handling messages failed; retrying", self.server.instance_id)
+                backoff.reset()
+                wait = self.tick_s
+            except Exception as exc:
+                wait = backoff.next_delay()
+                reason = outage_reason(exc)
+                key = type(exc).__name__ if reason is not None else repr(exc)
+                write, held = throttle.allow(key, time.monotonic())
+                me = self.server.instance_id
+                if write and reason is not None:
+                    log.warning("%s: messages: %s; retrying (%d held back)", me, reason, held)
+                elif write:
+                    log.exception("%s: handling messages failed; retrying", me)
 
     def handle_all(self) -> int:
         """Handle every waiting message; returns how many were acted on."""

@@ -6,8 +6,13 @@ Contract:
   partition in leadControllerResource's EXTERNALVIEW (or `/CONTROLLER/LEADER` when the resource is
   disabled), then that participant's `HELIX_HOST`/`HELIX_PORT`. The answer is cached until a call
   fails or answers NOT_LEADER; a lookup happens at most once per `relocate_interval_s`.
+- Every call carries the cluster token (`Authorization: Bearer <token>`; default
+  `tables.security.cluster_token()`): the controller refuses calls without it.
 - A call that cannot be made or answered (no leader, connection refused, timeout, a reply that is
   not protocol JSON) returns `NOT_SENT`: the caller treats it like HOLD and asks again.
+- A refusal (HTTP 4xx with a protocol body, e.g. a bad token, not a replica, an offset past the
+  stream's end) returns that body's status (FAILED): the caller backs off and asks again; the
+  reason is logged at most once a minute per call type and HTTP status.
 - Protocol calls time out after 10 s; commit end, which moves the segment in the deep store, after
   `commit_timeout_s` (60 s).
 """
@@ -27,7 +32,9 @@ from dataclasses import dataclass
 
 from tables.controller.context import ClusterContext
 from tables.controller.leadership import lead_controller_for
+from tables.domain.backoff import LogThrottle
 from tables.domain.completion_response import RESP_NOT_SENT, Response
+from tables.security import cluster_token
 from tables.zk.records import read_record
 
 __all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles"]
@@ -35,6 +42,7 @@ __all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles"]
 log = logging.getLogger(__name__)
 
 PROTOCOL_TIMEOUT_S = 10.0
+REFUSAL_LOG_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -108,13 +116,19 @@ class CompletionClient:
     """One server instance's protocol calls. Thread-safe."""
 
     def __init__(
-        self, instance_id: str, locator: LeaderLocator, commit_timeout_s: float = 60.0
+        self,
+        instance_id: str,
+        locator: LeaderLocator,
+        commit_timeout_s: float = 60.0,
+        token: str | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.locator = locator
         self.commit_timeout_s = commit_timeout_s
+        self.token = token if token is not None else cluster_token()
         self.responses: dict[str, int] = {}  # status -> count (llcControllerResponse<Status>)
         self._lock = threading.Lock()
+        self._refusals = LogThrottle(every_s=REFUSAL_LOG_EVERY_S)
 
     # --- calls --------------------------------------------------------------------------------
     def segment_consumed(
@@ -198,11 +212,40 @@ class CompletionClient:
             params[key] = value
         url = f"{base}/{msg_type}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url, data=body, method="POST" if body else "GET")
+        request.add_header("Authorization", f"Bearer {self.token}")
         if content_type:
             request.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as reply:
                 return Response.from_json(json.loads(reply.read()))
+        except urllib.error.HTTPError as exc:
+            return self._refused(msg_type, segment, exc)
         except (OSError, ValueError, KeyError) as exc:  # URLError, timeouts, bad JSON
             log.info("%s %s to %s not answered: %s", msg_type, segment, base, exc)
             return RESP_NOT_SENT
+
+    def _refused(self, msg_type: str, segment: str, error: urllib.error.HTTPError) -> Response:
+        """A 4xx with a protocol body is the controller refusing the call: its status (FAILED).
+        Anything else (5xx, a proxy's page) is a call not answered: NOT_SENT."""
+        try:
+            data = json.loads(error.read())
+            response = Response.from_json(data) if 400 <= error.code < 500 else None
+        except (OSError, ValueError, KeyError, TypeError):
+            response = None
+        finally:
+            error.close()
+        if response is None:
+            log.info("%s %s not answered: HTTP %d", msg_type, segment, error.code)
+            return RESP_NOT_SENT
+        with self._lock:
+            write, unlogged = self._refusals.allow(f"{msg_type}:{error.code}", time.monotonic())
+        if write:
+            log.warning(
+                "%s %s refused by the controller (HTTP %d): %s%s",
+                msg_type,
+                segment,
+                error.code,
+                data.get("reason", "no reason given"),
+                f" (and {unlogged} more refusals since the last such message)" if unlogged else "",
+            )
+        return response

@@ -40,6 +40,7 @@ __all__ = [
     "StreamError",
     "StreamMessage",
     "StreamProvider",
+    "StreamUnavailable",
     "TopicAdmin",
     "TopicExists",
     "TopicNotFound",
@@ -60,6 +61,14 @@ DEFAULT_FETCH_TIMEOUT_MS = 5000
 
 class StreamError(Exception):
     """A stream could not be reached, configured or used."""
+
+
+class StreamUnavailable(StreamError):
+    """The stream cannot be reached right now (a stall, a restart, a time-out): retry with back-off.
+
+    Everything else a plugin raises is permanent until someone acts: a deleted topic
+    (`TopicNotFound`), a partition the topic does not have, bad credentials, a config error.
+    """
 
 
 class UnknownStreamType(StreamError):
@@ -187,9 +196,16 @@ class TopicAdmin(ABC):
         """Append `values` in order with producer time `now_ms`; returns their offsets."""
 
     def produce_many(
-        self, topic: str, batches: Mapping[int, list[bytes]], now_ms: int
+        self,
+        topic: str,
+        batches: Mapping[int, list[bytes]],
+        now_ms: int,
+        batch_id: str | None = None,
     ) -> dict[int, list[int]]:
-        """`produce` for several partitions at once (plugins may do it in one round trip)."""
+        """`produce` for several partitions at once (plugins may do it in one round trip).
+
+        `batch_id` asks for an idempotent write: a plugin that supports it returns the first
+        write's offsets when the same batch is sent again (this default does not)."""
         return {p: self.produce(topic, p, values, now_ms) for p, values in batches.items()}
 
     @abstractmethod

@@ -24,14 +24,21 @@ Pacing. `Producer.run` sends row k (counting from 0) no earlier than `k / rate` 
 starts, in batches of at most `batch_size` rows, sleeping until the next row is due; `rate` 0 sends
 batches as fast as Redis takes them. Clock, sleep and wall time are injected so tests need no real
 waiting. `stats` counts only rows whose batch was acknowledged.
+
+Outages. A batch that meets `StreamUnavailable` (Redis stalled, restarting, loading) is sent again
+with capped exponential back-off (at most `retry_cap_s` between tries; forever unless
+`give_up_after_s`), under one batch id, so a retry never writes its rows twice; one warning per
+minute says so. Any other error (a deleted topic) ends the run.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import time
+import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -40,7 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tables.streams.base import TopicAdmin
+from tables.domain.backoff import Backoff, LogThrottle
+from tables.streams.base import StreamUnavailable, TopicAdmin
 
 __all__ = [
     "DEFAULT_KEY_FIELD",
@@ -53,6 +61,8 @@ __all__ = [
     "synthetic_rows",
     "time_value",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_KEY_FIELD = "__key"
 DEFAULT_BATCH_SIZE = 500
@@ -342,6 +352,8 @@ class Producer:
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         on_progress: Callable[[ProduceStats], None] | None = None,
         progress_interval: float = 1.0,
+        retry_cap_s: float = 5.0,
+        give_up_after_s: float | None = None,
     ) -> None:
         if partitions < 1 or rate < 0 or batch_size < 1 or (count is not None and count < 0):
             raise ValueError("partitions and batch_size must be >= 1, rate and count >= 0")
@@ -350,6 +362,8 @@ class Producer:
         self.first_key = first_key
         self._clock, self._sleep, self._wall_ms = clock, sleep, wall_ms
         self._on_progress, self._progress_interval = on_progress, progress_interval
+        self.retry_cap_s, self.give_up_after_s = retry_cap_s, give_up_after_s
+        self._throttle = LogThrottle(every_s=60.0)
         self.stats = ProduceStats(started=clock())
 
     def run(self, rows: Iterable[SourceRow | Mapping[str, Any]]) -> ProduceStats:
@@ -395,10 +409,33 @@ class Producer:
             if taken == limit:
                 break
         if taken:
-            offsets = self.admin.produce_many(self.topic, batches, self._wall_ms())
+            offsets = self._write(batches)
             for partition, written in offsets.items():
                 if written:
                     self.stats.per_partition[partition] += len(written)
                     self.stats.next_offsets[partition] = written[-1] + 1
             self.stats.rows += taken
         return taken
+
+    def _write(self, batches: dict[int, list[bytes]]) -> dict[int, list[int]]:
+        """One batch, retried through stream outages with capped back-off. The batch id makes a
+        retry idempotent: rows Redis applied before its reply was lost are not written twice."""
+        batch_id = uuid.uuid4().hex
+        backoff = Backoff(first=0.2, cap=self.retry_cap_s)
+        started = self._clock()
+        while True:
+            try:
+                return self.admin.produce_many(self.topic, batches, self._wall_ms(), batch_id)
+            except StreamUnavailable as exc:
+                waited = self._clock() - started
+                if self.give_up_after_s is not None and waited >= self.give_up_after_s:
+                    raise
+                write, held = self._throttle.allow("unavailable", self._clock())
+                if write:
+                    log.warning(
+                        "stream unavailable for %.0f s (%s); retrying (%d similar held back)",
+                        waited,
+                        exc,
+                        held,
+                    )
+                self._sleep(backoff.next_delay())

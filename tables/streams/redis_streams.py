@@ -29,12 +29,20 @@ blocking commands and would raise TimeoutError), until `timeout_ms` has passed.
 
 Fetching from an offset beyond the latest offset waits until that offset is produced. Fetching a
 partition number the topic does not have raises ValueError.
+
+Outages. A Redis that cannot be reached, times out or is still loading its append-only file raises
+`StreamUnavailable` (retry with back-off) from every method here; a missing topic raises
+`TopicNotFound` (permanent). Writes are idempotent when given a `batch_id`: a retry of a batch whose
+reply was lost (Redis stalled after applying it) returns the offsets of the first write instead of
+appending the rows again. The marker lives `DEDUPE_TTL_S` beside the partition's stream.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import ParamSpec, TypeVar
 
 import redis
 
@@ -44,6 +52,7 @@ from tables.streams.base import (
     StreamError,
     StreamMessage,
     StreamProvider,
+    StreamUnavailable,
     TopicAdmin,
     TopicExists,
     TopicNotFound,
@@ -64,20 +73,44 @@ DEFAULT_KEY_PREFIX = "pinot:stream:"
 FIRST_OFFSET = 1
 VALUE_FIELD = b"v"
 TIME_FIELD = b"t"
+DEDUPE_TTL_S = 3600
 
-# KEYS: meta, stream. ARGV: partition, now_ms, value... Returns the first id written.
+# KEYS: meta, stream[, dedupe marker]. ARGV: partition, now_ms, marker ttl, value...
+# Returns the first id written (or, for a batch already written, the first id it got then).
 _PRODUCE_LUA = """
+if KEYS[3] then
+  local seen = redis.call('GET', KEYS[3])
+  if seen then return seen end
+end
 local count = tonumber(redis.call('HGET', KEYS[1], 'partitions'))
 if not count then return redis.error_reply('NOTOPIC') end
 local partition = tonumber(ARGV[1])
 if partition >= count then return redis.error_reply('NOPARTITION ' .. count) end
 local first = false
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local id = redis.call('XADD', KEYS[2], '0-*', 'v', ARGV[i], 't', ARGV[2])
   if not first then first = id end
 end
+if KEYS[3] and first then redis.call('SET', KEYS[3], first, 'EX', tonumber(ARGV[3])) end
 return first
 """
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reachable(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Redis connection trouble (refused, reset, timed out, loading) -> StreamUnavailable."""
+
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StreamUnavailable(f"Redis is not reachable: {exc}") from exc
+
+    return call
+
 
 # KEYS: meta. ARGV: new count. Returns the old count.
 _ADD_PARTITIONS_LUA = """
@@ -96,6 +129,9 @@ class _Keys:
 
     def partition(self, partition: int) -> str:
         return f"{self._stream}{partition}"
+
+    def dedupe(self, batch_id: str, partition: int) -> str:
+        return f"{self._stream}dedupe:{batch_id}:{partition}"
 
 
 def _offset(entry_id: bytes | str) -> int:
@@ -131,6 +167,10 @@ def _check_partition(topic: str, partition: int, count: int) -> None:
 
 
 def _script_error(exc: redis.ResponseError, topic: str, partition: int | None = None) -> Exception:
+    if isinstance(exc, redis.exceptions.NoScriptError):
+        # A Redis restarted under the pipeline has not loaded the script yet: the next try loads
+        # it (the batch id keeps the retry from writing twice).
+        return StreamUnavailable(f"Redis restarted (the produce script is not loaded): {exc}")
     message = str(exc)
     if message.startswith("NOTOPIC"):
         return TopicNotFound(f"topic {topic!r} does not exist")
@@ -156,17 +196,21 @@ class RedisStreamProvider(StreamProvider):
         # Each XREAD BLOCK must return before the socket read times out.
         self._max_block_ms = None if socket_timeout is None else max(10, int(socket_timeout * 500))
 
+    @_reachable
     def partition_count(self) -> int:
         return _count(self._client.hget(self._keys.meta, "partitions"), self.topic)
 
+    @_reachable
     def earliest_offset(self, partition: int) -> int:
         _check_partition(self.topic, partition, self.partition_count())
         return self._bounds(self._keys.partition(partition))[0]
 
+    @_reachable
     def latest_offset(self, partition: int) -> int:
         _check_partition(self.topic, partition, self.partition_count())
         return self._bounds(self._keys.partition(partition))[1]
 
+    @_reachable
     def fetch(
         self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
     ) -> MessageBatch:
@@ -241,12 +285,14 @@ class RedisTopicAdmin(TopicAdmin):
         """A reader of `topic` over the same client and key prefix."""
         return RedisStreamProvider(self._client, topic, self._prefix)
 
+    @_reachable
     def create_topic(self, topic: str, partitions: int) -> None:
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, not {partitions}")
         if not self._client.hsetnx(_Keys(self._prefix, topic).meta, "partitions", partitions):
             raise TopicExists(f"topic {topic!r} already exists")
 
+    @_reachable
     def add_partitions(self, topic: str, new_count: int) -> None:
         try:
             self._add_partitions(keys=[_Keys(self._prefix, topic).meta], args=[new_count])
@@ -259,29 +305,38 @@ class RedisTopicAdmin(TopicAdmin):
                 ) from None
             raise _script_error(exc, topic) from None
 
+    @_reachable
     def partition_count(self, topic: str) -> int:
         return _count(self._client.hget(_Keys(self._prefix, topic).meta, "partitions"), topic)
 
+    @_reachable
     def topic_exists(self, topic: str) -> bool:
         return bool(self._client.exists(_Keys(self._prefix, topic).meta))
 
     def produce(self, topic: str, partition: int, values: list[bytes], now_ms: int) -> list[int]:
         return self.produce_many(topic, {partition: values}, now_ms).get(partition, [])
 
+    @_reachable
     def produce_many(
-        self, topic: str, batches: Mapping[int, list[bytes]], now_ms: int
+        self,
+        topic: str,
+        batches: Mapping[int, list[bytes]],
+        now_ms: int,
+        batch_id: str | None = None,
     ) -> dict[int, list[int]]:
-        """One pipelined round trip; each partition's batch is atomic and contiguous."""
+        """One pipelined round trip; each partition's batch is atomic and contiguous. With a
+        `batch_id`, sending the same batch again returns the offsets it got the first time."""
         keys = _Keys(self._prefix, topic)
         order = [(p, values) for p, values in batches.items() if values]
         pipe = self._client.pipeline(transaction=False)
         for partition, values in order:
             if partition < 0:
                 raise ValueError(f"partition {partition} is negative")
+            script_keys = [keys.meta, keys.partition(partition)]
+            if batch_id is not None:
+                script_keys.append(keys.dedupe(batch_id, partition))
             self._produce(
-                keys=[keys.meta, keys.partition(partition)],
-                args=[partition, now_ms, *values],
-                client=pipe,
+                keys=script_keys, args=[partition, now_ms, DEDUPE_TTL_S, *values], client=pipe
             )
         replies = pipe.execute(raise_on_error=False)
         offsets: dict[int, list[int]] = {p: [] for p in batches}
@@ -292,12 +347,14 @@ class RedisTopicAdmin(TopicAdmin):
             offsets[partition] = list(range(first, first + len(values)))
         return offsets
 
+    @_reachable
     def trim_before(self, topic: str, partition: int, offset: int) -> int:
         if offset <= FIRST_OFFSET:
             return 0
         key = _Keys(self._prefix, topic).partition(partition)
         return int(self._client.xtrim(key, minid=_entry_id(offset), approximate=False))
 
+    @_reachable
     def delete_topic(self, topic: str) -> bool:
         keys = _Keys(self._prefix, topic)
         raw = self._client.hget(keys.meta, "partitions")

@@ -1,13 +1,22 @@
 """One kazoo client per process and per connect string, created lazily after fork.
 
 Contract:
-- `get_client(hosts)` returns a started client; the first call in a process connects (bounded by
-  `timeout`), later calls reuse it. Never create a client at import time: gunicorn and Celery fork
-  after import, and a forked kazoo connection is shared by accident.
+- `get_client(hosts)` returns the process's client for `hosts`; the first call in a process
+  connects (bounded by `timeout`), later calls reuse it. Never create a client at import time:
+  gunicorn and Celery fork after import, and a forked kazoo connection is shared by accident.
+- The client outlives ZooKeeper stalls and session expiries. It is never replaced while it is
+  reconnecting: kazoo reconnects by itself (back-off capped at `RECONNECT_MAX_DELAY_S`) and its
+  watch recipes (DataWatch, ChildrenWatch) re-arm on the same client, so a process keeps its
+  watches across an outage. A session expiry gives the same client a new session id; owners of
+  session-bound nodes (live instances, CURRENTSTATES) compare `session_id_of` and re-register.
+  While the client is not connected, `get_client` waits up to `timeout` for it and then raises
+  `ZooKeeperUnavailable` (the web answers 503), rather than queueing calls that would hang.
 - A state listener records the session state in `session_state(hosts)`; it only sets a value, it
   never blocks or calls ZooKeeper (kazoo runs listeners on its one event thread).
 - `ZooKeeperUnavailable` is the one error for "could not connect in time", with a message fit for
-  an operator.
+  an operator; `unavailable_reason(exc)` names any error that means "ZooKeeper is not reachable
+  right now" (kazoo's connection loss, session expiry, closed connection, time-outs), so callers
+  outside this package need not import kazoo to tell a transient outage from a bug.
 """
 
 from __future__ import annotations
@@ -17,15 +26,52 @@ import os
 import threading
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry, RetryFailedError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ZooKeeperUnavailable", "close_all", "get_client", "new_client", "session_state"]
+__all__ = [
+    "RECONNECT_MAX_DELAY_S",
+    "ZooKeeperUnavailable",
+    "close_all",
+    "get_client",
+    "new_client",
+    "session_state",
+    "unavailable_reason",
+]
+
+# Reconnect attempts back off from 0.1 s to this cap (kazoo's default cap is an hour: after a 20 s
+# outage a process could wait another 25 s before it even tried again).
+RECONNECT_MAX_DELAY_S = 2.0
 
 
 class ZooKeeperUnavailable(Exception):
     """ZooKeeper could not be reached within the timeout."""
+
+
+_TRANSIENT = (
+    ZooKeeperUnavailable,
+    ConnectionLoss,
+    SessionExpiredError,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+    RetryFailedError,
+)
+
+
+def unavailable_reason(exc: BaseException) -> str | None:
+    """Why `exc` means "ZooKeeper is not reachable right now", or None for any other error."""
+    if not isinstance(exc, _TRANSIENT):
+        return None
+    return str(exc) or f"ZooKeeper is not reachable ({type(exc).__name__})"
 
 
 _lock = threading.Lock()
@@ -34,9 +80,18 @@ _states: dict[str, str] = {}
 _owner_pid = os.getpid()
 
 
+def _retry() -> KazooRetry:
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.4, max_delay=2.0)
+
+
 def new_client(hosts: str, timeout: float = 5.0) -> KazooClient:
     """A started client that the caller owns (and must stop)."""
-    client = KazooClient(hosts=hosts, timeout=max(timeout, 1.0))
+    client = KazooClient(
+        hosts=hosts,
+        timeout=max(timeout, 1.0),
+        connection_retry=_retry(),
+        command_retry=_retry(),
+    )
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError:
@@ -49,7 +104,11 @@ def new_client(hosts: str, timeout: float = 5.0) -> KazooClient:
 
 
 def get_client(hosts: str, timeout: float = 5.0) -> KazooClient:
-    """The process-wide client for `hosts`, connecting on first use."""
+    """The process-wide client for `hosts`, connecting on first use.
+
+    Raises ZooKeeperUnavailable when the client is not connected within `timeout` (it keeps
+    reconnecting in the background; a later call returns it once it is back).
+    """
     global _owner_pid
     with _lock:
         if os.getpid() != _owner_pid:
@@ -58,15 +117,24 @@ def get_client(hosts: str, timeout: float = 5.0) -> KazooClient:
             _states.clear()
             _owner_pid = os.getpid()
         client = _clients.get(hosts)
-        if client is not None and client.connected:
-            return client
-        if client is not None:
+        if client is not None and client._stopped.is_set():  # stopped by its owner: make anew
             _forget(hosts)
-        client = new_client(hosts, timeout)
-        _states[hosts] = KazooState.CONNECTED
-        client.add_listener(lambda state: _states.__setitem__(hosts, state))
-        _clients[hosts] = client
+            client = None
+        if client is None:
+            client = new_client(hosts, timeout)
+            _states[hosts] = KazooState.CONNECTED
+            client.add_listener(lambda state: _states.__setitem__(hosts, state))
+            _clients[hosts] = client
+            return client
+    if client.connected:
         return client
+    # Reconnecting (a stall or an expired session): wait for it, outside the lock.
+    if client._live.wait(timeout):
+        return client
+    raise ZooKeeperUnavailable(
+        f"ZooKeeper at {hosts} is unreachable (session {_states.get(hosts, 'unknown')}, "
+        f"not reconnected within {timeout:g} s)"
+    )
 
 
 def session_state(hosts: str) -> str | None:

@@ -90,6 +90,8 @@ def mirror():
             consuming_segment=f"githubEvents__{partition}__1__20260102T0304Z",
             replicas={"Server_a_1": {"state": "CONSUMING", "recordsLag": 5}},
             records_lag=5 * partition,
+            current_offset=1000,
+            upstream_offset=1000 + 5 * partition,
             verdict="CONSUMING",
             last_synced=SYNCED,
         )
@@ -358,3 +360,41 @@ def test_anonymous_gets_401_not_a_redirect(mirror, url):
 def test_the_api_is_read_only(api, mirror):
     assert api.post("/api/v1/tables", {}).status_code == 405
     assert api.delete("/api/v1/tables/githubEvents").status_code == 405
+
+
+# --- honest figures: unknown lag, under-replication, tables that never commit ---------------------
+
+
+def test_an_unknown_lag_is_null_and_flags_are_listed(api):
+    from tests.console import mirror_factory as mf
+
+    now = timezone.now()
+    orders = mf.table("orders", replication=2, flush_time="1h", rows_per_s=5.0)
+    mf.partition(  # one replica up of two, and nobody knows the upstream offset
+        orders,
+        0,
+        verdict="UNDER_REPLICATED",
+        health="WARNING",
+        replicas={
+            "Server_a_8001": mf.replica(offset=10, upstream=10, upstreamOffset=None),
+            "Server_b_8002": {},
+        },
+        current_offset=10,
+        upstream_offset=None,
+    )
+    three_hours_ago = int((now - dt.timedelta(hours=3)).timestamp() * 1000)
+    mf.segment(orders, 0, 0, display_state="CONSUMING", created_ms=three_hours_ago)
+    MirroredTable.objects.filter(pk=orders.pk).update(segment_count=1, consuming_count=1)
+
+    row = api.get("/api/v1/tables").json()["results"][0]
+    assert row["name"] == "orders_REALTIME"
+    assert row["lagKnown"] is False
+    assert row["maxRecordsLag"] is None and row["maxTimeLagMs"] is None
+    assert row["underReplicatedPartitions"] == [0]
+    assert row["neverCommitted"].startswith("no segment committed in 3 h")
+    detail = api.get("/api/v1/tables/orders_REALTIME").json()["result"]
+    assert detail["underReplicatedPartitions"] == [0] and detail["neverCommitted"]
+
+    part = api.get("/api/v1/tables/orders_REALTIME/partitions").json()["results"][0]
+    assert part["recordsLag"] is None and part["timeLagMs"] is None
+    assert (part["replication"], part["replicasUp"], part["underReplicated"]) == (2, 1, True)

@@ -272,6 +272,28 @@ def test_schemas_in_use_cannot_be_deleted(api, servers, topic):
     assert api.get("/schemas").json() == []
 
 
+def test_deleting_a_table_removes_its_deep_store_files(api, servers, topic, settings, tmp_path):
+    root = tmp_path / "deepstore"
+    settings.DEEP_STORE_URI = root.as_uri()
+    assert create_github(api, topic).status_code == 200
+    segment = "githubEvents__0__0__20260101T0000Z"
+    mine = [
+        f"githubEvents/{segment}.tar.gz",
+        f"githubEvents/{segment}.tmp.0a1b",
+        f"_staging/githubEvents/{segment}.0a1b.parquet",
+    ]
+    others = ["githubEventsOther/x.tar.gz", "_staging/githubEventsOther/x.parquet"]
+    for key in (*mine, *others):
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(b"bytes")
+
+    assert api.delete("/tables/githubEvents").status_code == 200
+    assert [(root / key).exists() for key in (*mine, *others)] == [False] * 3 + [True] * 2
+    assert not (root / "githubEvents").exists()
+    assert not (root / "_staging" / "githubEvents").exists()
+    assert api.delete("/tables/githubEvents").status_code == 404
+
+
 def test_callers_need_an_account_and_admin_rights_to_write(db, django_user_model, cluster):
     anonymous = APIClient()
     assert anonymous.get("/tables").status_code == 401

@@ -73,17 +73,21 @@ def make_table(raw: str, table_type: str = "REALTIME", **fields: Any) -> Mirrore
     )
 
 
-def make_partitions(table: MirroredTable, lags: list[tuple[int, int]]) -> None:
+def make_partitions(table: MirroredTable, lags: list[tuple[int, int] | None]) -> None:
+    """One partition per entry: its (records lag, time lag), or None when its lag is unknown (no
+    reporting replica knows its upstream offset: the mirror's upstream_offset is null)."""
     PartitionStatus.objects.bulk_create(
         PartitionStatus(
             table=table,
             partition=partition,
-            records_lag=records,
-            time_lag_ms=time_ms,
-            verdict="OK",
+            records_lag=lag[0] if lag else 0,
+            time_lag_ms=lag[1] if lag else 0,
+            current_offset=1000 if lag else None,
+            upstream_offset=1000 + lag[0] if lag else None,
+            verdict="OK" if lag else "NOT_REPORTING",
             last_synced=timezone.now(),
         )
-        for partition, (records, time_ms) in enumerate(lags)
+        for partition, lag in enumerate(lags)
     )
 
 
@@ -259,6 +263,31 @@ def test_a_failing_sync_and_a_cluster_wide_counter_are_reported(client) -> None:
     assert got["pinot_console_mirror_sync_error"] == {(): 1}
     assert got["pinot_console_mirror_sync_duration_seconds"] == {(): 1.2}
     assert got["pinot_controller_llcStreamDataLoss_Count"] == {(): 4}
+
+
+def test_an_unknown_lag_is_absent_not_zero(client) -> None:
+    """A partition no replica reports on (or whose upstream offset nobody knows) has no lag
+    sample: a 0 would read as caught up."""
+    events = make_table("githubEvents")
+    make_partitions(events, [(7, 700), None])
+    got = samples(scrape(client))
+    p0 = labels(table="githubEvents", tableType="REALTIME", partition="0")
+    assert got["pinot_controller_maxRecordsLag_Value"] == {p0: 7}
+    assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {p0: 700}
+
+
+def test_a_deleted_table_leaves_no_series(client, cluster_mirror) -> None:
+    """Once the sync deletes a table's mirror rows, no family keeps its label set, not even the
+    durable counters (which outlive the table in the database)."""
+    before = scrape(client)
+    assert 'table="githubEvents"' in before
+    MirroredTable.objects.filter(raw_name="githubEvents").delete()  # as tables.sync does
+    after = scrape(client)
+    assert 'table="githubEvents"' not in after
+    got = samples(after)
+    air = labels(table="airlineStats", tableType="REALTIME")
+    assert got["pinot_controller_segmentBuildFailures_Count"] == {air: 0}
+    assert got["pinot_controller_llcStateMachineAborts_Count"] == {labels(table="airlineStats"): 1}
 
 
 def test_prometheus_scrapes_without_a_session(client, cluster_mirror) -> None:

@@ -1,5 +1,6 @@
 """`manage.py create_demo_table` against the real ZooKeeper and Redis: the topic, the schema and the
-replicated table `make demo` runs on; idempotent; `--wait` gives up clearly without servers."""
+replicated table `make demo` runs on; idempotent and never deleting (a lost topic is recreated past
+every known offset, the loss reported); `--wait` gives up clearly without servers."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from tables import live_state
 from tables.controller import context
+from tables.controller.demo import recreate_topic
 from tables.controller.resources import ResourceManager
 from tables.domain.segment_metadata import SegmentStatus
+from tables.models import DurableCounter
 from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.participants import instance_config, register_participant
@@ -72,20 +76,130 @@ def test_creates_the_topic_schema_and_replicated_table(servers, admin, demo_topi
     assert manager.idealstate(TABLE) == idealstate
 
 
-def test_a_table_whose_topic_is_gone_is_created_afresh(servers, admin, demo_topic):
+def run_both(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("create_demo_table", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def _trimmed_topic(admin: RedisTopicAdmin, topic: str, rows: int) -> None:
+    """A 4-partition topic whose partitions held `rows` rows each, all trimmed away: a table
+    created on it (offset reset smallest) starts every partition at offset `rows + 1`."""
+    admin.create_topic(topic, 4)
+    for partition in range(4):
+        admin.produce(topic, partition, [b'{"id": "1"}'] * rows, now_ms=0)
+        admin.trim_before(topic, partition, rows + 1)
+
+
+@pytest.fixture
+def live_keys(redis_client):
+    yield
+    redis_client.delete(*(live_state.key_for(PATHS.cluster, server) for server in SERVERS))
+
+
+def _partition_live(partition: int, current: int, upstream: int) -> live_state.PartitionLive:
+    return live_state.PartitionLive(
+        table=TABLE,
+        segmentName=f"githubEvents__{partition}__0__20260101T0000Z",
+        partition=partition,
+        consumerState="CONSUMING",
+        phase="CONSUMING",
+        currentOffset=current,
+        upstreamOffset=upstream,
+        recordsLag=upstream - current,
+        availabilityLagMs=0,
+        lastConsumedMs=None,
+        rowsConsumed=current,
+        rowsPerSecond=0.0,
+        lostOffsets=0,
+        updatedMs=0,
+    )
+
+
+@pytest.mark.django_db
+def test_a_table_whose_topic_is_gone_is_kept_and_its_topic_recreated_past_every_known_offset(
+    servers, admin, demo_topic, redis_client, live_keys
+):
+    _trimmed_topic(admin, demo_topic, 20)
     run("--topic", demo_topic)
-    zk = context.current().client
-    first = zk.exists(PATHS.idealstate(TABLE)).czxid
-    admin.delete_topic(demo_topic)  # what a restart of the demo's Redis (no persistence) leaves
-
-    output = run("--topic", demo_topic)
-
-    assert f"its topic {demo_topic!r} is gone" in output
-    assert f"created topic {demo_topic!r} with 4 partitions" in output
-    assert zk.exists(PATHS.idealstate(TABLE)).czxid != first  # a new IdealState znode
     manager = ResourceManager(context.current())
-    assert len(manager.idealstate(TABLE)) == 4
-    assert manager.get_table_config(TABLE).topic_name == demo_topic
+    zk = context.current().client
+    idealstate = manager.idealstate(TABLE)
+    created = zk.exists(PATHS.idealstate(TABLE)).czxid
+    segments = manager.segment_names(TABLE)
+    # Two servers were consuming partition 0: one had read up to offset 41 of a stream that had
+    # reached 56, the other was behind; partition 1's replica had read to 30 and seen nothing new.
+    live_state.publish(
+        redis_client, PATHS.cluster, SERVERS[0], [_partition_live(0, 41, 56)], ttl_s=60
+    )
+    live_state.publish(
+        redis_client,
+        PATHS.cluster,
+        SERVERS[1],
+        [_partition_live(0, 25, 50), _partition_live(1, 30, 30)],
+        ttl_s=60,
+    )
+    admin.delete_topic(demo_topic)  # what a Redis that lost its data (no AOF left) shows
+
+    output, errors = run_both("--topic", demo_topic)
+
+    assert f"table {TABLE} already exists but its topic {demo_topic!r} was gone" in output
+    assert "continuing at offsets p0=56 p1=30 p2=21 p3=21" in output
+    assert "15 offsets known lost" in output
+    assert f"DATA LOSS: table {TABLE} partition 0: topic {demo_topic!r} was gone" in errors
+    assert "from offset 41 on that were not committed are lost (15 known" in errors
+    assert "partition 2" in errors and "(0 known, any produced after offset 20 unknown)" in errors
+    assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 15
+    # The table, its segments and its IdealState are the same znodes, unchanged.
+    assert zk.exists(PATHS.idealstate(TABLE)).czxid == created
+    assert manager.idealstate(TABLE) == idealstate
+    assert manager.segment_names(TABLE) == segments
+    # The topic is back, empty, every partition continuing where the cluster had got to.
+    reader = admin.provider(demo_topic)
+    assert admin.partition_count(demo_topic) == 4
+    bounds = {p: (reader.earliest_offset(p), reader.latest_offset(p)) for p in range(4)}
+    assert bounds == {0: (56, 56), 1: (30, 30), 2: (21, 21), 3: (21, 21)}
+    assert admin.produce(demo_topic, 0, [b"{}", b"{}"], now_ms=0) == [56, 57]
+    assert admin.produce(demo_topic, 2, [b"{}"], now_ms=0) == [21]
+    # A consumer that had read to 41 is told that 41..55 are gone; one at 21 loses nothing.
+    batch = reader.fetch(0, 41, 10, timeout_ms=0)
+    assert batch.data_loss and batch.first_available_offset == 56
+    assert [m.offset for m in batch.messages] == [56, 57]
+    assert not reader.fetch(2, 21, 10, timeout_ms=0).data_loss
+
+    again, errors = run_both("--topic", demo_topic)  # a restarted producer: nothing more happens
+
+    assert f"table {TABLE} already exists (topic {demo_topic!r}); left as it is" in again
+    assert errors == ""
+    assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 15
+    assert reader.latest_offset(0) == 58
+
+
+@pytest.mark.django_db
+def test_a_lost_topic_with_no_server_reporting_continues_at_the_segments_offsets(
+    servers, admin, demo_topic
+):
+    _trimmed_topic(admin, demo_topic, 7)
+    run("--topic", demo_topic)
+    admin.delete_topic(demo_topic)
+
+    output, errors = run_both("--topic", demo_topic)
+
+    assert "continuing at offsets p0=8 p1=8 p2=8 p3=8" in output
+    assert "0 offsets known lost" in output
+    assert errors.count("DATA LOSS:") == 4
+    assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 0
+    assert len(ResourceManager(context.current()).idealstate(TABLE)) == 4
+
+
+def test_recreate_topic_leaves_an_existing_topic_alone(admin, demo_topic, redis_client):
+    admin.create_topic(demo_topic, 2)
+    admin.produce(demo_topic, 0, [b"{}"] * 3, now_ms=0)
+
+    assert not recreate_topic(redis_client, demo_topic, {0: 100}, 4)
+
+    assert admin.partition_count(demo_topic) == 2
+    assert admin.provider(demo_topic).latest_offset(0) == 4
 
 
 def test_wait_returns_once_the_servers_are_live(servers, demo_topic):

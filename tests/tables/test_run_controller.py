@@ -17,6 +17,7 @@ from tables.controller import context
 from tables.controller.resources import ResourceManager
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord
+from tables.security import cluster_token
 from tables.zk.records import create_record, read_record
 from tests import envdefaults
 from tests.cluster_fixtures import PATHS, SERVERS, load
@@ -83,7 +84,11 @@ def test_the_controller_leads_serves_keeps_views_and_stops_cleanly(controller, z
     assert config.list_fields["TAG_LIST"] == ["controller"]
 
     # Its own HTTP server answers the protocol (here: a call without parameters).
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/segmentConsumed", timeout=10) as resp:
+    call = urllib.request.Request(
+        f"http://127.0.0.1:{port}/segmentConsumed",
+        headers={"Authorization": f"Bearer {cluster_token()}"},
+    )
+    with urllib.request.urlopen(call, timeout=10) as resp:
         assert json.load(resp)["status"] == "FAILED"
 
     # A table it leads gets an EXTERNALVIEW from its servers' current states.

@@ -3,9 +3,11 @@
 Creates the demo's githubEvents REALTIME table (replication 2, small flush thresholds; files in
 `tables/demo/`) on a Redis topic of `--partitions` partitions, creating the topic when missing.
 With `--wait` it first polls until the cluster is initialised and `--servers` servers tagged
-DefaultTenant_REALTIME are live, and fails after `--timeout` seconds. Safe to run again: an
-existing table is reported and left alone (exit 0), unless its Redis topic is gone (the demo's
-Redis keeps nothing across restarts, ZooKeeper does): then it is deleted and created afresh.
+DefaultTenant_REALTIME are live, and fails after `--timeout` seconds. Safe to run again (the demo's
+producer runs it on every start): an existing table is reported and left alone (exit 0), never
+deleted. Should its Redis topic be gone (Redis lost its data), the topic is recreated empty,
+continuing past every offset the cluster knows of, and the data loss is reported on stderr with
+"DATA LOSS:" lines (see `tables.controller.demo`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from tables.controller.demo import DEFAULT_TOPIC, DemoError, create_demo_table, 
 from tables.controller.errors import ServiceError
 from tables.redisconn import get_redis
 from tables.streams.base import StreamError
-from tables.streams.redis_streams import RedisTopicAdmin
 
 
 class Command(BaseCommand):
@@ -43,9 +44,11 @@ class Command(BaseCommand):
         try:
             if options["wait"]:
                 wait_for_servers(context.current, options["servers"], options["timeout"], self._say)
-            admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
             outcome = create_demo_table(
-                context.current(), admin, options["topic"], options["partitions"]
+                context.current(),
+                get_redis(settings.REDIS_URL),
+                options["topic"],
+                options["partitions"],
             )
         except (DemoError, ServiceError, StreamError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
@@ -53,6 +56,8 @@ class Command(BaseCommand):
             raise CommandError(f"Redis at {settings.REDIS_URL} failed: {exc}") from exc
         for note in outcome.notes:
             self._say(note)
+        for line in outcome.data_loss:
+            self.stderr.write(line)
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)

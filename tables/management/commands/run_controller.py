@@ -5,7 +5,9 @@ instance), serves the whole API from its own threaded HTTP server (the completio
 this process), and every `--interval` seconds re-registers if its session was lost, refreshes the
 leadControllerResource EXTERNALVIEW and the EXTERNALVIEW of each table it leads. SIGTERM or
 SIGINT stops it after the current step: the server shuts down and the ZooKeeper session closes, so
-its live instance disappears at once.
+its live instance disappears at once. While ZooKeeper is unreachable the steps back off (the
+interval doubling up to 10 s) and log one line a minute per cause; the same client reconnects and
+the next step re-registers on the new session.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
@@ -29,10 +32,13 @@ from tables.controller.externalviews import (
     refresh_lead_controller_view,
     refresh_table_views,
 )
+from tables.domain.backoff import Backoff, LogThrottle
+from tables.outages import outage_reason
 from tables.zk.cluster import init_cluster
 from tables.zk.participants import register_participant
 
 log = logging.getLogger("tables.controller")
+STEP_BACKOFF_CAP_S = 10.0
 
 
 class Command(BaseCommand):
@@ -61,10 +67,16 @@ class Command(BaseCommand):
         thread.start()
         self.stdout.write(f"controller {instance_id} serving http://{host}:{port}/", ending="\n")
         self.stdout.flush()
+        interval = float(options["interval"])
+        backoff = Backoff(first=interval, cap=max(STEP_BACKOFF_CAP_S, interval))
+        throttle = LogThrottle(every_s=60.0)
         try:
             while not stop.is_set():
-                self.step(instance_id, host, port)
-                stop.wait(float(options["interval"]))
+                if self.step(instance_id, host, port, throttle):
+                    backoff.reset()
+                    stop.wait(interval)
+                else:
+                    stop.wait(backoff.next_delay())
         finally:
             server.shutdown()
             server.server_close()
@@ -72,8 +84,12 @@ class Command(BaseCommand):
             ctx.client.close()
             self.stdout.write(f"controller {instance_id} stopped")
 
-    def step(self, instance_id: str, host: str, port: int) -> None:
-        """One round; errors are logged and the next round tries again."""
+    def step(
+        self, instance_id: str, host: str, port: int, throttle: LogThrottle | None = None
+    ) -> bool:
+        """One round; False when it failed (logged, at most once a minute per cause while a store
+        is down) and the next round should back off."""
+        throttle = throttle or LogThrottle(every_s=60.0)
         try:
             ctx = context.current()
             try:
@@ -81,11 +97,21 @@ class Command(BaseCommand):
                     ctx.client, ctx.paths, instance_id, host, port, [CONTROLLER_TAG]
                 )
             except NodeExistsError:
-                log.warning(
-                    "%s: an older session still holds the live instance; retrying", instance_id
-                )
-                return
+                if throttle.allow("older-session", time.monotonic())[0]:
+                    log.warning(
+                        "%s: an older session still holds the live instance; retrying",
+                        instance_id,
+                    )
+                return False
             refresh_lead_controller_view(ctx)
             refresh_table_views(ctx, instance_id)
-        except Exception:
-            log.exception("controller step failed; retrying")
+            return True
+        except Exception as exc:
+            reason = outage_reason(exc)
+            key = type(exc).__name__ if reason is not None else repr(exc)
+            write, held = throttle.allow(key, time.monotonic())
+            if write and reason is not None:
+                log.warning("controller step: %s; retrying (%d similar held back)", reason, held)
+            elif write:
+                log.exception("controller step failed; retrying")
+            return False

@@ -7,20 +7,24 @@ What the beat task `tables.sync_mirror` does every MIRROR_SYNC_SECONDS (`tables.
 in the foreground: prints tables seen/changed/deleted, segment metadata read, partitions,
 ZooKeeper requests and round trips, and the duration. Once: exits non-zero (CommandError) when the
 sync failed as a whole (e.g. the cluster is not initialised); tables that could not be read are
-listed but do not fail the command. With `--every`, a failed sync is printed and retried at the
-next tick.
+listed but do not fail the command. With `--every`, a sync that fails because ZooKeeper is away is
+retried with back-off (the interval doubling up to 30 s), printed at most once a minute; any other
+error ends the command.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tables.controller import context
 from tables.controller.errors import ServiceError
+from tables.domain.backoff import Backoff, LogThrottle
+from tables.outages import outage_reason
 from tables.sync import SyncReport, sync_cluster
 
 
@@ -45,12 +49,21 @@ class Command(BaseCommand):
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
+        backoff = Backoff(first=every, cap=max(every, 30.0))
+        throttle = LogThrottle(every_s=60.0)
         while not stop.is_set():
             try:
                 self._once()
-            except CommandError as exc:
-                self.stderr.write(str(exc))
-            stop.wait(every)
+                backoff.reset()
+                stop.wait(every)
+            except Exception as exc:  # ZooKeeper away: back off, one line a minute
+                reason = str(exc) if isinstance(exc, CommandError) else outage_reason(exc)
+                if reason is None:
+                    raise
+                write, held = throttle.allow("sync", time.monotonic())
+                if write:
+                    self.stderr.write(f"{reason} (retrying; {held} similar held back)")
+                stop.wait(backoff.next_delay())
 
     def _once(self) -> SyncReport:
         try:

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import pytest
 
 from tables.domain.names import (
+    MAX_FILE_NAME_BYTES,
+    MAX_RAW_TABLE_NAME_LENGTH,
+    MAX_SCHEMA_NAME_LENGTH,
+    MAX_SEGMENT_NAME_LENGTH,
     OFFLINE,
     REALTIME,
     InvalidName,
     LLCSegmentName,
     UploadedRealtimeSegmentName,
+    check_schema_name,
+    check_segment_name,
+    check_table_name,
     format_creation_time,
     is_llc_segment_name,
     is_uploaded_realtime_segment_name,
     parse_creation_time,
     raw_table_name,
+    schema_name_problem,
+    segment_name_problem,
     split_by_whole_separator,
+    table_name_problem,
     table_name_with_type,
     table_type_of,
 )
@@ -236,3 +247,152 @@ def test_it_orders_uploaded_names_as_strings_within_a_table():
     assert a < b  # "1" < "9"
     with pytest.raises(ValueError):
         _ = a < UploadedRealtimeSegmentName.parse("uploaded__u__1__20240530T0000Z__a")
+
+
+# --- names from outside: where they go ------------------------------------------------------------
+
+CHARSET = "only ASCII letters, digits, '_' and '-' are allowed"
+INT_MAX = 2**31 - 1
+SEPARATED = "must not contain '__' (it separates the parts of segment names)"
+TOO_LONG = "at most 137 are allowed (the files made from it must fit the 255-byte limit)"
+
+
+@pytest.mark.parametrize(
+    "name", ["githubEvents", "t", "t_REALTIME", "t_OFFLINE", "my-table_2", "9lives", "A" * 137]
+)
+def test_good_table_names(name):
+    assert table_name_problem(name) is None
+    assert check_table_name(name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "table name must be a non-empty string"),
+        (None, "table name must be a non-empty string"),
+        (7, "table name must be a non-empty string"),
+        ("a/b", f"table name 'a/b' has the character '/' at position 1: {CHARSET}"),
+        ("..", f"table name '..' has the character '.' at position 0: {CHARSET}"),
+        ("a.b", f"table name 'a.b' has the character '.' at position 1: {CHARSET}"),
+        (
+            "a\x00",
+            f"table name 'a\\x00' has the control character '\\x00' at position 1: {CHARSET}",
+        ),
+        (
+            "a\x7f",
+            f"table name 'a\\x7f' has the control character '\\x7f' at position 1: {CHARSET}",
+        ),
+        ("my table", f"table name 'my table' has whitespace ' ' at position 2: {CHARSET}"),
+        (
+            "t\u00e9st",
+            f"table name 't\u00e9st' has the non-ASCII character '\u00e9' at position 1: {CHARSET}",
+        ),
+        (
+            "\uff41",
+            f"table name '\uff41' has the non-ASCII character '\uff41' at position 0: {CHARSET}",
+        ),
+        (
+            "a%2Fb",
+            "table name 'a%2Fb' has the character '%' (a percent-encoded name is not decoded "
+            f"again) at position 1: {CHARSET}",
+        ),
+        ("_staging", "table name '_staging' must start with an ASCII letter or digit"),
+        ("-rf", "table name '-rf' must start with an ASCII letter or digit"),
+        ("_REALTIME", "table name '_REALTIME' must start with an ASCII letter or digit"),
+        (
+            "a__b",
+            "table name 'a__b' " + SEPARATED,
+        ),
+        (
+            "a_",
+            "table name 'a__REALTIME' " + SEPARATED,
+        ),
+        (
+            "a__REALTIME",
+            "table name 'a__REALTIME' " + SEPARATED,
+        ),
+    ],
+)
+def test_bad_table_names_name_the_rule(name, problem):
+    assert table_name_problem(name) == problem
+    if isinstance(name, str):
+        with pytest.raises(InvalidName, match="table name"):
+            check_table_name(name)
+
+
+def test_the_raw_name_length_is_limited_not_the_suffix():
+    longest = "t" * MAX_RAW_TABLE_NAME_LENGTH
+    assert table_name_problem(longest) is None
+    assert table_name_problem(longest + "_REALTIME") is None
+    problem = table_name_problem(longest + "t")
+    assert problem == (
+        f"raw table name {'t' * 40 + '...'!r} is 138 characters long; at most 137 are allowed "
+        "(the files made from it must fit the 255-byte limit)"
+    )
+
+
+def test_the_longest_names_make_files_that_fit(tmp_path):
+    """The longest raw name, the largest partition and sequence: every file name the code makes
+    from the segment fits the file system's limit, and one more character would not."""
+    raw = "t" * MAX_RAW_TABLE_NAME_LENGTH
+    segment = str(LLCSegmentName.create(raw, INT_MAX, INT_MAX, 4102444799000))  # 2099-12-31
+    assert len(segment) == MAX_SEGMENT_NAME_LENGTH
+    assert segment_name_problem(segment) is None
+    tag = uuid.uuid4().hex
+    made = [
+        f"{segment}.{tag}.parquet.tmp-{tag}",  # staged rows while published (the longest)
+        f"{segment}.tmp.{tag}.tmp-{tag}",  # a committer's upload while published
+        f"{segment}.tar.gz.tmp-{tag}",  # a segment while published
+        f"{segment}.tar.gz.part-{tag}",  # a server's download
+        f"{raw}_REALTIME",
+    ]
+    assert max(len(name.encode()) for name in made) == MAX_FILE_NAME_BYTES
+    for name in made:
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(OSError, match="too long"):
+        (tmp_path / f"t{made[0]}").write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("githubEvents", None),
+        ("s" * MAX_SCHEMA_NAME_LENGTH, None),
+        ("a__b", None),  # only table names separate segment name parts
+        ("", "schema name must be a non-empty string"),
+        ("../x", f"schema name '../x' has the character '.' at position 0: {CHARSET}"),
+        (
+            "a\x00",
+            f"schema name 'a\\x00' has the control character '\\x00' at position 1: {CHARSET}",
+        ),
+        (
+            "s" * 300,
+            f"schema name {'s' * 40 + '...'!r} is 300 characters long; " + TOO_LONG,
+        ),
+    ],
+)
+def test_schema_names(name, problem):
+    assert schema_name_problem(name) == problem
+    if problem:
+        with pytest.raises(InvalidName, match="schema name"):
+            check_schema_name(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("t__0__1__20160609T2142Z", True),
+        ("uploaded__t__1__20240530T0000Z__v1.2", True),
+        ("..", False),
+        (".", False),
+        (".hidden", False),
+        ("a/b", False),
+        ("a\x00", False),
+        ("s" * (MAX_SEGMENT_NAME_LENGTH + 1), False),
+    ],
+)
+def test_segment_names(name, ok):
+    assert (segment_name_problem(name) is None) is ok
+    if not ok:
+        with pytest.raises(InvalidName, match="segment name"):
+            check_segment_name(name)

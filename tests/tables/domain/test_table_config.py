@@ -327,7 +327,8 @@ def test_table_name_double_underscore() -> None:
 
 def test_table_name_whitespace() -> None:
     assert problems_of(example(tableName="my table")) == [
-        "table name 'my table' must not contain whitespace or '/'"
+        "table name 'my table' has whitespace ' ' at position 2: only ASCII letters, digits, "
+        "'_' and '-' are allowed"
     ]
 
 

@@ -153,6 +153,22 @@ def test_delete_uploads_removes_only_that_segments_uploads(store, segment_file):
     assert store.delete_uploads("t", segment) == []
 
 
+def test_delete_table_removes_its_folder_and_staged_rows_only(store, segment_file):
+    segment = "t__0__3__20260101T0000Z"
+    mine = [
+        f"t/{segment}.tar.gz",
+        f"t/{segment}.tmp.{uuid.uuid4().hex}",
+        store.staging_key("t_REALTIME", f"{segment}.{uuid.uuid4().hex}"),
+    ]
+    others = ["t2/x.tar.gz", "tt/x.tar.gz", store.staging_key("t2", "x")]
+    for key in (*mine, *others):
+        store.publish(segment_file, key)
+    assert store.delete_table("t_REALTIME") == sorted(mine, key=lambda k: k.startswith("_"))
+    assert [store.exists(k) for k in (*mine, *others)] == [False] * 3 + [True] * 3
+    assert not (Path(store.root) / "t").exists()
+    assert store.delete_table("t") == []
+
+
 @pytest.mark.skipif(
     not os.environ.get("S3_TEST_ENDPOINT"),
     reason="S3_TEST_ENDPOINT is not set (S3 deep store tests need a real S3-compatible endpoint)",

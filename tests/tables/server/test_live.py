@@ -301,3 +301,31 @@ def test_run_server_publishes_and_deletes_its_key_on_sigterm(cluster, redis_clie
             proc.kill()
             proc.wait()
         redis_client.delete(key)
+
+
+def test_phase_since_times_change_only_when_the_phase_does():
+    """`phaseSinceMs` stays put while a phase lasts; `completingSinceMs` survives the HOLDING <->
+    CATCHING_UP round trips of one completion and clears when the replica consumes again."""
+    from types import SimpleNamespace
+
+    publisher = LivePublisher(
+        SimpleNamespace(instance_id="Server_x_1"),  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        "c",
+        interval_s=1.0,
+        ttl_s=5.0,
+    )
+    key = (TABLE, "seg")
+
+    def tick(phase: str, now_ms: int) -> tuple[str, int, int | None]:
+        times = publisher._phase_times(key, phase, now_ms, replica_since_ms=900)
+        publisher._phases = {key: times}
+        return times
+
+    assert tick("CONSUMING", 1000) == ("CONSUMING", 900, None)  # since the replica became CONSUMING
+    assert tick("CONSUMING", 5000) == ("CONSUMING", 900, None)
+    assert tick("HOLDING", 6000) == ("HOLDING", 6000, 6000)
+    assert tick("HOLDING", 9000) == ("HOLDING", 6000, 6000)
+    assert tick("CATCHING_UP", 10_000) == ("CATCHING_UP", 10_000, 6000)
+    assert tick("HOLDING", 12_000) == ("HOLDING", 12_000, 6000)
+    assert tick("CONSUMING", 20_000) == ("CONSUMING", 20_000, None)

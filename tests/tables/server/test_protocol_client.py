@@ -1,8 +1,9 @@
 """The server's completion client (`CompletionClient` + `LeaderLocator`) against a real
 `manage.py run_controller` process: it finds the lead controller from the leadControllerResource
 EXTERNALVIEW, gets Pinot's answers, relocates on NOT_LEADER, and turns every call that cannot be
-made or answered into NOT_SENT. A leader that does not exist is staged in a second cluster
-("GhostCluster") inside the test's own ZooKeeper chroot."""
+made or answered into NOT_SENT. It sends the cluster token; a call the controller refuses (a wrong
+token, an instance that holds no replica) comes back FAILED, the leader kept. A leader that does not
+exist is staged in a second cluster ("GhostCluster") inside the test's own ZooKeeper chroot."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from tables.domain.externalview import lead_controller_view
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition
 from tables.domain.names import LLCSegmentName
 from tables.domain.znrecord import ZNRecord
+from tables.redisconn import get_redis
 from tables.server.protocol import CompletionClient, LeaderLocator
+from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.cluster import init_cluster
 from tables.zk.participants import instance_config, register_participant
 from tables.zk.paths import ClusterPaths
@@ -88,10 +91,11 @@ def controller(servers, zk, settings) -> Iterator[Controller]:
 @pytest.fixture
 def github(servers, topic) -> tuple[str, list[str], int]:
     """The githubEvents table (replication 2): partition 0's segment, its two replicas and its
-    start offset."""
+    start offset; partition 0 holds 100 more rows after it, so the offsets reported exist."""
     manager = ResourceManager(context.current())
     manager.add_schema(load("githubEvents_schema.json"))
     manager.add_table(table_config(topic))
+    RedisTopicAdmin(get_redis(settings.REDIS_URL)).produce(topic, 0, [b"{}"] * 100, now_ms=0)
     for segment, replicas in manager.idealstate(TABLE).items():
         name = LLCSegmentName.parse(segment)
         if name is not None and name.partition_group_id == 0:
@@ -135,6 +139,34 @@ def test_the_first_row_limit_reporter_commits_and_answers_are_counted(controller
 
     assert winner.responses == {"COMMIT": 2, "COMMIT_CONTINUE": 1}
     assert other.responses == {"CATCH_UP": 1, "HOLD": 1}
+
+
+def test_refused_calls_come_back_failed_and_keep_the_leader(controller, github, caplog):
+    segment, replicas, start = github
+    (outsider,) = set(SERVERS) - set(replicas)
+    locator = LeaderLocator(context.current, relocate_interval_s=3600)
+    forged = CompletionClient(replicas[0], locator, token="not-the-cluster-token")
+    with caplog.at_level("WARNING", logger="tables.server.protocol"):
+        for _ in range(3):
+            answer = forged.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5)
+            assert (answer.status, answer.offset, answer.build_time_sec) == ("FAILED", None, -1)
+    # Logged once (HTTP 401 of segmentConsumed), with the controller's reason.
+    refusals = [
+        r.getMessage() for r in caplog.records if "refused by the controller" in r.getMessage()
+    ]
+    assert len(refusals) == 1 and "HTTP 401" in refusals[0], refusals
+    assert "invalid cluster token" in refusals[0]
+    outsider_client = CompletionClient(outsider, locator)
+    assert outsider_client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == (
+        "FAILED"
+    )
+    # A refusal is an answer from the right controller: the leader stays cached.
+    assert locator.url_for(TABLE) == controller.url
+    assert forged.responses == {"FAILED": 3}
+
+    # The FSM saw none of it: the real replica's report wins.
+    real = CompletionClient(replicas[0], locator)
+    assert real.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == "COMMIT"
 
 
 def test_not_leader_drops_the_cached_leader_and_the_next_lookup_finds_the_new_one(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tables.streams.base import TopicAdmin, TopicNotFound
+from tables.streams.base import StreamUnavailable, TopicAdmin, TopicNotFound
 from tables.streams.producer import (
     Producer,
     SourceRow,
@@ -50,6 +50,8 @@ class MemoryAdmin(TopicAdmin):
         self.clock = clock
         self.logs: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.calls: list[tuple[float, int]] = []  # (clock time, rows in the call)
+        self.batch_ids: list[str | None] = []
+        self.outages = 0  # the next N calls fail as if Redis were stalled
 
     def create_topic(self, topic: str, partitions: int) -> None:
         raise NotImplementedError
@@ -71,9 +73,17 @@ class MemoryAdmin(TopicAdmin):
         return list(range(len(log) - len(values) + 1, len(log) + 1))
 
     def produce_many(
-        self, topic: str, batches: Mapping[int, list[bytes]], now_ms: int
+        self,
+        topic: str,
+        batches: Mapping[int, list[bytes]],
+        now_ms: int,
+        batch_id: str | None = None,
     ) -> dict[int, list[int]]:
         self.calls.append((self.clock(), sum(len(v) for v in batches.values())))
+        self.batch_ids.append(batch_id)
+        if self.outages:
+            self.outages -= 1
+            raise StreamUnavailable("Redis is not reachable: stalled")
         return super().produce_many(topic, batches, now_ms)
 
     def trim_before(self, topic: str, partition: int, offset: int) -> int:
@@ -122,9 +132,9 @@ def test_a_producer_behind_schedule_catches_up_in_batches():
     producer = make_producer(clock, admin, rate=1000, count=30, batch_size=8)
     original = admin.produce_many
 
-    def slow(topic, batches, now_ms):  # each round trip takes 0.1 s of fake time
+    def slow(topic, batches, now_ms, batch_id=None):  # each round trip takes 0.1 s of fake time
         clock.now += 0.1
-        return original(topic, batches, now_ms)
+        return original(topic, batches, now_ms, batch_id)
 
     admin.produce_many = slow
     producer.run(plain_rows(30))
@@ -285,3 +295,24 @@ def test_rows_may_be_plain_mappings_or_source_rows():
     admin = MemoryAdmin(clock, 1)
     make_producer(clock, admin, rate=0).run([{"a": 1}, SourceRow({"a": 2}, '{"a": 2}')])
     assert admin.logs[0] == [b'{"__key":0,"a":1}', b'{"__key":1,"a": 2}']
+
+
+def test_a_stream_outage_is_ridden_out_with_capped_back_off_and_one_batch_id():
+    clock = FakeClock()
+    admin = MemoryAdmin(clock, 2)
+    admin.outages = 8
+    stats = make_producer(clock, admin, count=10, retry_cap_s=2.0).run(plain_rows(10))
+    assert stats.rows == 10 and sum(len(log) for log in admin.logs.values()) == 10
+    assert clock.sleeps == [0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0, 2.0]
+    assert len(set(admin.batch_ids)) == 1 and admin.batch_ids[0] is not None
+
+
+def test_a_producer_told_to_give_up_raises_after_that_long():
+    clock = FakeClock()
+    admin = MemoryAdmin(clock, 2)
+    admin.outages = 1000
+    producer = make_producer(clock, admin, count=10, retry_cap_s=1.0, give_up_after_s=5.0)
+    with pytest.raises(StreamUnavailable):
+        producer.run(plain_rows(10))
+    assert 5.0 <= clock.now - 100.0 <= 6.0
+    assert producer.stats.rows == 0

@@ -257,3 +257,47 @@ def test_an_unknown_stream_type_names_the_known_ones(settings):
         provider_for({"streamType": "redis"}, settings.REDIS_URL)
     with pytest.raises(StreamError, match="streamType"):
         provider_for({}, settings.REDIS_URL)
+
+
+def test_a_batch_sent_again_with_its_id_is_not_written_twice(admin, topic, provider):
+    first = admin.produce_many(topic, {0: values(3), 1: values(2)}, NOW_MS, batch_id="b1")
+    again = admin.produce_many(topic, {0: values(3), 1: values(2)}, NOW_MS, batch_id="b1")
+    assert first == again == {0: [1, 2, 3], 1: [1, 2]}
+    assert admin.produce_many(topic, {0: values(1)}, NOW_MS, batch_id="b2") == {0: [4]}
+    assert [offset for offset, _ in read_all(provider, 0)] == [1, 2, 3, 4]
+    assert [offset for offset, _ in read_all(provider, 1)] == [1, 2]
+
+
+def test_an_unreachable_redis_is_a_transient_stream_error(redis_prefix):
+    from tables.streams import StreamUnavailable
+
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1, socket_timeout=1)
+    provider = RedisStreamProvider(dead, "events", redis_prefix)
+    for call in (
+        provider.partition_count,
+        lambda: provider.latest_offset(0),
+        lambda: provider.fetch(0, FIRST_OFFSET, 10, timeout_ms=0),
+        lambda: RedisTopicAdmin(dead, redis_prefix).produce_many("events", {0: [b"x"]}, 1),
+    ):
+        with pytest.raises(StreamUnavailable, match="Redis is not reachable"):
+            call()
+
+
+def test_a_redis_that_lost_its_scripts_is_a_transient_error_and_the_retry_writes_once(
+    admin, topic, provider, redis_client
+):
+    from tables.streams import StreamUnavailable
+
+    assert admin.produce_many(topic, {0: values(2)}, NOW_MS, batch_id="a") == {0: [1, 2]}
+    original = admin._produce
+
+    def without_loading(keys, args, client):  # as when redis-py re-sends after a restart
+        client.evalsha(original.sha, len(keys), *keys, *args)
+
+    redis_client.script_flush()
+    admin._produce = without_loading
+    with pytest.raises(StreamUnavailable, match="script is not loaded"):
+        admin.produce_many(topic, {0: values(1, start=2)}, NOW_MS, batch_id="b")
+    admin._produce = original
+    assert admin.produce_many(topic, {0: values(1, start=2)}, NOW_MS, batch_id="b") == {0: [3]}
+    assert [offset for offset, _ in read_all(provider, 0)] == [1, 2, 3]

@@ -1,0 +1,108 @@
+"""An ingestion stack on ZooKeeper and Redis of its own, for outage tests that stop or kill them.
+
+The shared test services must never be frozen under other tests, so `OutageStack` starts a private
+ZooKeeper and Redis with `scripts/services.sh` (free ports, state under a temporary folder, Redis
+with its append-only file as `make demo` runs it), then a Spark Celery worker on that Redis, a
+controller and three servers, all as real processes (logs: var/test/logs/outage-*.log).
+`freeze`/`thaw` SIGSTOP and SIGCONT a store, `kill_redis` SIGKILLs Redis and starts it again on
+the same folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests import envdefaults
+from tests.ingest_cluster import IngestCluster, free_port
+from tests.poll import wait_until
+
+__all__ = ["OutageStack"]
+
+SERVICES = envdefaults.ROOT / "scripts" / "services.sh"
+PIDFILES = {"zookeeper": "zookeeper/zk.pid", "redis": "redis/redis.pid"}
+
+
+class OutageStack(IngestCluster):
+    def __init__(self, var_dir: Path) -> None:
+        super().__init__("", var_dir / "servers", "outage")
+        self.var_dir = var_dir
+        self.zk_port, self.redis_port = free_port(), free_port()
+        self.zk_hosts = f"127.0.0.1:{self.zk_port}"
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+
+    # --- the private stores -----------------------------------------------------------------
+    def _services(self, *args: str) -> None:
+        env = {
+            **os.environ,
+            "VAR_DIR": str(self.var_dir),
+            "ZK_PORT": str(self.zk_port),
+            "REDIS_PORT": str(self.redis_port),
+        }
+        env.pop("STARTED_FILE", None)  # not make test's: these are stopped by stop() below
+        subprocess.run([str(SERVICES), *args], env=env, check=True, capture_output=True)
+
+    def pid(self, service: str) -> int:
+        return int((self.var_dir / PIDFILES[service]).read_text().strip())
+
+    def freeze(self, service: str) -> None:
+        os.kill(self.pid(service), signal.SIGSTOP)
+
+    def thaw(self, service: str) -> None:
+        os.kill(self.pid(service), signal.SIGCONT)
+
+    def kill_redis(self) -> None:
+        """SIGKILL Redis (no shutdown, no final fsync) and start it again on the same folder."""
+        pid = self.pid("redis")
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not Path(f"/proc/{pid}").exists(), timeout=10, what="redis gone")
+        self._services("start", "redis")
+
+    # --- processes ----------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        return {**super()._env(), "ZK_HOSTS": self.zk_hosts, "REDIS_URL": self.redis_url}
+
+    def start_spark_worker(self) -> None:
+        args = ["worker", "-Q", "spark", "-c", "1", "-n", f"spark@outage-{os.getpid()}"]
+        args += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / "outage-spark.log").open("ab") as log:
+            self.procs["spark"] = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "console", *args],
+                cwd=envdefaults.ROOT,
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def start_producer(self, topic: str, count: int, rate: int) -> subprocess.Popen:
+        schema = envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
+        args = ["produce", "--topic", topic, "--partitions", "4", "--rate", str(rate)]
+        return self._spawn("producer", [*args, "--schema", str(schema), "--count", str(count)])
+
+    def start(self) -> None:
+        self._services("start")
+        self.start_spark_worker()
+        self.start_controller()
+        for index in range(3):
+            self.start_server(index)
+
+    def stop(self) -> dict[str, int]:
+        for name in ("zookeeper", "redis"):  # a test that failed mid-outage leaves one stopped
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(self.pid(name), signal.SIGCONT)
+        spark = self.procs.pop("spark", None)
+        if spark is not None and spark.poll() is None:
+            os.killpg(spark.pid, signal.SIGTERM)
+            try:
+                spark.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(spark.pid, signal.SIGKILL)
+        codes = super().stop()
+        self._services("stop")
+        return codes

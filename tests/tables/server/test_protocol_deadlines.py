@@ -1,0 +1,135 @@
+"""Every wait of a consuming replica's protocol loop is bounded (tables.server.consumer).
+
+A replica told to CATCH_UP to an offset its partition never reaches (a stale or forged winner)
+stops following it after `catch_up_s` and asks the controller again from where it got, instead of
+waiting forever; a CATCH_UP to an offset it already has is a HOLD. The stream is a real Redis
+topic; the controller is a scripted client, so the answers are exact.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.conf import settings
+
+from tables.domain.completion_response import Response, Status
+from tables.redisconn import get_redis
+from tables.server.consumer import (
+    CATCH_UP_S,
+    ConsumingSegment,
+    PartitionStats,
+    Phase,
+    SegmentConsumer,
+)
+from tables.streams.redis_streams import RedisTopicAdmin
+from tests.poll import wait_until
+
+pytestmark = [pytest.mark.redis]
+
+TABLE = "githubEvents_REALTIME"
+PARTITION = 2  # the `topic` fixture's partition 2 holds 3 rows, offsets 1..3
+
+
+class ScriptedController:
+    """Answers segmentConsumed from a script (the last answer repeats); records the questions."""
+
+    def __init__(self, *answers: Response) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[int, str | None, int]] = []
+        self._lock = threading.Lock()
+
+    def segment_consumed(self, table, segment, offset, reason, row_count) -> Response:
+        with self._lock:
+            self.asked.append((offset, reason, row_count))
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def segment_stopped_consuming(self, *args: object) -> Response:
+        raise AssertionError("the consumer must not fail")
+
+    def questions(self) -> list[tuple[int, str | None, int]]:
+        with self._lock:
+            return list(self.asked)
+
+
+def _consumer(topic: str, controller: ScriptedController, catch_up_s: float) -> SegmentConsumer:
+    provider = RedisTopicAdmin(get_redis(settings.REDIS_URL)).provider(topic)
+    spec = ConsumingSegment(
+        TABLE,
+        f"githubEvents__{PARTITION}__0__20240501T1030Z",
+        topic,
+        PARTITION,
+        start_offset=1,
+        threshold_rows=3,  # the partition's three rows end the segment (rowLimit)
+        window_ms=3_600_000,
+        creation_ms=int(time.time() * 1000),
+    )
+    consumer = SegmentConsumer(
+        spec,
+        provider,
+        controller,  # type: ignore[arg-type]
+        lambda consumer, response: False,
+        PartitionStats(TABLE, topic, PARTITION),
+        hold_s=0.05,
+        fetch_timeout_ms=50,
+    )
+    consumer.catch_up_s = catch_up_s
+    return consumer
+
+
+def test_the_default_catch_up_deadline_outlasts_the_fsms_commit_deadline():
+    assert CATCH_UP_S == 126.6  # notify-winner 6.6 s + the 120 s commit timeout
+
+
+def test_a_catch_up_the_stream_never_reaches_is_given_up_and_asked_again(topic):
+    controller = ScriptedController(
+        Response(Status.CATCH_UP, offset="1000000"),  # far beyond the partition's latest (4)
+        Response(Status.DISCARD),
+    )
+    consumer = _consumer(topic, controller, catch_up_s=0.3)
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.phase is Phase.DISCARDED, timeout=30, what="asked again")
+    finally:
+        consumer.stop()
+        consumer.join(10)
+    # It asked, followed the CATCH_UP as far as the stream goes (offset 4), gave up at the
+    # deadline and asked again from there.
+    assert controller.questions() == [(4, "rowLimit", 3), (4, "rowLimit", 3)]
+    assert consumer.finished
+
+
+def test_a_catch_up_it_can_reach_is_followed_to_the_offset(topic):
+    admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
+    controller = ScriptedController(
+        Response(Status.CATCH_UP, offset="6"), Response(Status.HOLD, offset="6")
+    )
+    consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S)
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.phase is Phase.CATCHING_UP, timeout=30, what="catching up")
+        admin.produce(topic, PARTITION, [b"{}"] * 5, now_ms=0)  # offsets 4..8
+        wait_until(lambda: len(controller.questions()) >= 2, timeout=30, what="caught up")
+    finally:
+        consumer.stop()
+        consumer.join(10)
+    assert controller.questions()[:2] == [(4, "rowLimit", 3), (6, "rowLimit", 5)]
+    assert consumer.rows == 0  # stopped: the rows are dropped
+
+
+def test_a_catch_up_to_an_offset_it_already_has_is_a_hold(topic, caplog):
+    controller = ScriptedController(
+        Response(Status.CATCH_UP, offset="2"),  # behind the replica (at 4)
+        Response(Status.KEEP, offset="4"),
+    )
+    consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S)
+    with caplog.at_level("WARNING", logger="tables.server.consumer"):
+        consumer.start()
+        try:
+            wait_until(lambda: consumer.phase is Phase.KEPT, timeout=30, what="kept")
+        finally:
+            consumer.stop()
+            consumer.join(10)
+    assert controller.questions() == [(4, "rowLimit", 3), (4, "rowLimit", 3)]
+    assert not [r for r in caplog.records if "unexpected answer" in r.getMessage()]
