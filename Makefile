@@ -2,14 +2,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test setup lint fmt freeze services-up services-down test-services-up test-services-down
+.PHONY: demo test test-fast setup lint fmt freeze services-up services-down test-services-up test-services-down
 
 demo: setup
 	@scripts/demo.sh
 
-# PYTEST_ARGS selects tests, e.g. make test PYTEST_ARGS='tests/tables/test_zk_store.py -k conflict'
+# PYTEST_ARGS selects tests, e.g. make test PYTEST_ARGS='tests/tables/zk/test_store.py -k conflict'
 test: setup
 	@scripts/test.sh $(PYTEST_ARGS)
+
+# The pure tests, with no service started: every test not marked as needing ZooKeeper, Redis,
+# Spark, Celery, a browser, services of its own or the database. ZooKeeper and Redis are pointed at
+# a closed port, so a test that needs one but lacks its marker fails here instead of quietly using
+# a running one. PYTEST_ARGS as for `make test`.
+FAST_MARKERS := not zk and not redis and not spark and not celery and not browser and not services and not django_db
+test-fast: setup
+	@TEST_ZK_PORT=1 TEST_REDIS_PORT=1 $(PY) -m pytest -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 setup:
 	@scripts/bootstrap.sh
@@ -17,6 +25,7 @@ setup:
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 fmt:
 	$(VENV)/bin/ruff format .

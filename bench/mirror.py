@@ -6,7 +6,7 @@ script starts and stops (`bench/zk_private.py`; the test ZooKeeper's small heap 
 1,000 tables), or of the one at `--zk-hosts`, and mirrored into a throwaway SQLite database
 (`--db`, migrated first):
 
-- full sync: the mirror emptied, then `tables.sync.sync_cluster` reads every table, every
+- full sync: the mirror emptied, then `tables.mirror.sync.sync_cluster` reads every table, every
   segment's metadata and writes every row (`--full-runs` times);
 - re-sync: `sync_cluster` again with nothing changed in ZooKeeper: one version probe per table,
   no segment metadata read, `last_synced` confirmed with one UPDATE per model (`--runs` times).
@@ -77,7 +77,7 @@ def _empty_mirror() -> None:
 
 
 def _run(ctx, label: str, now_ms: int) -> float:
-    from tables.sync import sync_cluster
+    from tables.mirror.sync import sync_cluster
 
     started = time.perf_counter()
     report = sync_cluster(ctx, now_ms=now_ms)
@@ -117,7 +117,7 @@ def main() -> None:
 def _bench(args: argparse.Namespace, zk_hosts: str, private: bool = False) -> None:
     _setup_django(args.db, args.redis_url)
     from bench.synthetic import delete_tree, write_cluster
-    from tables.controller.context import ClusterContext
+    from tables.cluster.context import ClusterContext
     from tables.zk.client import new_client
     from tables.zk.paths import ClusterPaths
 

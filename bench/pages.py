@@ -10,7 +10,8 @@ Setup (skipped with `--reuse-db` when the database already holds a mirror):
    for every consuming segment the IdealStates assign to each fake server: plausible offsets, lags
    and rates, with a seeded mix of lagging, stalled, erroring, offset-losing, committing, idle and
    silent partitions;
-4. `tables.sync.sync_cluster` into a migrated SQLite database (`--db`, var/bench/pages.sqlite3):
+4. `tables.mirror.sync.sync_cluster` into a migrated SQLite database (`--db`,
+   var/bench/pages.sqlite3):
    a full sync stamped two minutes ago, then the servers publish again (stalled partitions did not
    move) and an unchanged re-sync stamped now, so the verdicts include STALLED; the live-state
    keys written are deleted afterwards.

@@ -186,9 +186,9 @@ def build_mirror(args: argparse.Namespace) -> Setup:
 
     from bench.synthetic import delete_tree, write_cluster
     from tables import live_state
-    from tables.controller.context import ClusterContext
+    from tables.cluster.context import ClusterContext
+    from tables.mirror.sync import sync_cluster
     from tables.redisconn import get_redis
-    from tables.sync import sync_cluster
     from tables.zk.client import new_client
     from tables.zk.paths import ClusterPaths
 

@@ -53,7 +53,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from tables.controller import context  # noqa: E402
+from tables.cluster import context  # noqa: E402
 from tables.controller.force_commit import ForceCommitManager  # noqa: E402
 from tables.controller.pause import PauseManager  # noqa: E402
 from tables.controller.resources import ResourceManager  # noqa: E402

@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.permissions import BasePermission
 
 from console import roles
-from tables.controller.errors import ServiceError
+from tables.cluster.errors import ServiceError
 from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.models import AuditEntry
 

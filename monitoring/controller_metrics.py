@@ -1,9 +1,10 @@
 """The controller-side Prometheus metrics: cluster state under Pinot's names and labels (§9.3).
 
 Every family is computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
-written by `tables.sync`), never from ZooKeeper itself, with a fixed number of aggregate queries
-(six, whatever the number of tables or partitions), so a scrape stays cheap at 1,000 tables x 16
-partitions and works while ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows).
+written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a query is shared),
+never from ZooKeeper itself, with a fixed number of aggregate queries (six, whatever the number of
+tables or partitions), so a scrape stays cheap at 1,000 tables x 16 partitions and works while
+ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows).
 
 Families (all defined once, in `DEFINITIONS`):
 
@@ -53,25 +54,23 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tables.domain.completion_trust import REFUSED_COUNTER, Cause, refusal_counter_name
 from tables.domain.names import raw_table_name
+from tables.mirror import read_model
 from tables.models import (
     DurableCounter,
     LeadControllerPartition,
     MirroredInstance,
     MirroredTable,
-    MirrorState,
     PartitionStatus,
 )
 
 __all__ = [
     "COUNTERS",
     "DEFINITIONS",
-    "MIRROR_NAME",
     "ControllerCollector",
     "Definition",
     "controller_registry",
 ]
 
-MIRROR_NAME = "zk"
 REALTIME = "REALTIME"
 ALWAYS_REPORTED_KINDS = ("SERVER", "CONTROLLER")
 
@@ -367,24 +366,19 @@ class ControllerCollector(Collector):
         yield orphans
 
     def _mirror(self) -> Iterator[Metric]:
-        """Query 6: the mirror's own state."""
-        state = (
-            MirrorState.objects.filter(name=MIRROR_NAME)
-            .values_list("last_synced", "duration_ms", "error")
-            .first()
-        )
-        last_synced, duration_ms, error = state if state is not None else (None, 0, "")
+        """Query 6: the mirror's own state (`read_model.freshness`)."""
+        mirror = read_model.freshness(now=self.now())
         age = DEFINITIONS["mirror_age_seconds"].family()
         timestamp = DEFINITIONS["mirror_last_sync_timestamp_seconds"].family()
-        if last_synced is None:
+        if mirror.last_synced is None or mirror.age_s is None:
             age.add_metric([], math.inf)
         else:
-            age.add_metric([], max(0.0, (self.now() - last_synced).total_seconds()))
-            timestamp.add_metric([], last_synced.timestamp())
+            age.add_metric([], mirror.age_s)
+            timestamp.add_metric([], mirror.last_synced.timestamp())
         duration = DEFINITIONS["mirror_sync_duration_seconds"].family()
-        duration.add_metric([], duration_ms / 1000)
+        duration.add_metric([], mirror.duration_ms / 1000)
         failing = DEFINITIONS["mirror_sync_error"].family()
-        failing.add_metric([], 1 if error else 0)
+        failing.add_metric([], 1 if mirror.error else 0)
         yield from (age, timestamp, duration, failing)
 
 

@@ -11,7 +11,7 @@ proof that Spark runs jobs, and then no probe is queued.
 
 The ingestion check reads the database mirror: it is down when a table's rows wait upstream but
 nothing was consumed, or nothing committed, for a multiple of its flush time
-(`tables.mirror_flags.ingestion_problems`).
+(`tables.mirror.flags.ingestion_problems`).
 
 `cached_checks(max_age_s)` answers from the last full run when it is younger than `max_age_s`
 (Django's cache, per process; one run at a time refreshes it), so anonymous /healthz calls never
@@ -38,6 +38,7 @@ from tables.zk.client import get_client
 __all__ = ["CHECKS", "CheckResult", "cached_checks", "record_beat_heartbeat", "run_checks"]
 
 BEAT_KEY = "console:health:beat"
+PING_TASK = "console.ping"  # console.tasks.ping
 CACHE_KEY = "console:health:results"
 _refreshing = threading.Lock()
 
@@ -80,11 +81,13 @@ def _database() -> str:
 
 
 def _celery_worker() -> str:
-    from console.tasks import ping
+    from celery import current_app
 
     timeout = settings.HEALTH_TIMEOUT_SECONDS
-    # expires: if no worker is listening, the probe must not linger in the queue.
-    reply = ping.apply_async(expires=timeout).get(timeout=timeout)
+    # By name (console.tasks imports this module). expires: if no worker is listening, the probe
+    # must not linger in the queue.
+    result = current_app.send_task(PING_TASK, expires=timeout)
+    reply = result.get(timeout=timeout)
     return f"task answered by worker process {reply['pid']}"
 
 
@@ -138,7 +141,7 @@ def _celery_beat() -> str:
 def _ingestion() -> str:
     from django.utils import timezone
 
-    from tables.mirror_flags import ingestion_problems
+    from tables.mirror.flags import ingestion_problems
     from tables.models import MirroredTable
 
     problems = ingestion_problems(int(timezone.now().timestamp() * 1000))

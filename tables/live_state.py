@@ -16,8 +16,8 @@ Hash field `<tableNameWithType>|<segmentName>` -> JSON object (`PartitionLive.to
 Offsets are ints (Redis Streams offsets in this project are ints); None when unknown. The two
 since-fields are optional: an entry without them (an older server) reads as None.
 
-Readers (`tables.sync`, the controller's consumingSegmentsInfo) use `read_all`, which costs one
-pipelined round trip for every server of the cluster.
+Readers (`tables.mirror.sync`, the controller's consumingSegmentsInfo) use `read_all`, which costs
+one pipelined round trip for every server of the cluster.
 """
 
 from __future__ import annotations

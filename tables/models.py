@@ -1,12 +1,13 @@
 """Console-side records. ZooKeeper stays the truth for the cluster; the rows here are either a
-MIRROR of it (read model for pages and /metrics, written only by `tables.sync`) or what only the
-console keeps (jobs, durable counters, the audit log).
+MIRROR of it (read model for pages and /metrics, written only by `tables.mirror.sync`) or what only
+the console keeps (jobs, durable counters, the audit log).
 
 Mirror contract:
 - `MirroredTable`, `MirroredSegment`, `MirroredInstance`, `LeadControllerPartition` and
-  `PartitionStatus` are written by `tables.sync` alone; pages and /metrics only read them and
-  never read ZooKeeper. Each row keeps the znode version(s) it was built from and `last_synced`,
-  the time of the sync that last confirmed it (so pages can show staleness).
+  `PartitionStatus` are written by `tables.mirror.sync` alone; pages, /api/v1 and /metrics only
+  read them (through `tables.mirror.read_model` where a query is shared) and never read ZooKeeper.
+  Each row keeps the znode version(s) it was built from and `last_synced`, the time of the sync
+  that last confirmed it (so pages can show staleness).
 - `PartitionStatus` is one row per (table, stream partition): the consuming segment from the
   IdealState, the replicas' live figures as the servers last published them, and the triage
   verdict (`tables.domain.triage`). `ConsumptionSample` is its time series (pruned to
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F
+
+from tables.domain import triage
 
 
 class Job(models.Model):
@@ -89,20 +92,13 @@ class DurableCounter(models.Model):
         return 0 if row is None else row.value
 
 
-# --- the mirror of ZooKeeper (written by tables.sync only) ---------------------------------------
+# --- the mirror of ZooKeeper (written by tables.mirror.sync only) -------------------------------
 
 
-class Health(models.TextChoices):
-    """A table's (or partition's) overall verdict, worst last."""
-
-    GOOD = "GOOD"
-    PAUSED = "PAUSED"
-    UPDATING = "UPDATING"  # IdealState and ExternalView not yet converged
-    WARNING = "WARNING"  # consuming but lagging, or stalled
-    BAD = "BAD"  # ERROR replicas, missing CONSUMING segment, consumer error, unavailable
-
-
-HEALTH_RANK = {h: i for i, h in enumerate(Health.values)}
+# A table's (or partition's) overall verdict, worst last: the domain's `triage.Health` (what each
+# value means is written there) as Django choices, so the two cannot drift apart.
+Health = models.TextChoices("Health", [(h.name, h.value) for h in triage.Health])
+HEALTH_RANK = triage.HEALTH_RANK
 
 
 class MirroredTable(models.Model):

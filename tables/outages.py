@@ -10,7 +10,7 @@ from __future__ import annotations
 import redis
 from kombu.exceptions import OperationalError
 
-from tables.controller.errors import Unavailable
+from tables.cluster.errors import Unavailable
 from tables.streams.base import StreamUnavailable
 from tables.zk.client import unavailable_reason
 

@@ -12,7 +12,8 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.force_commit import BatchRun, ForceCommitManager
 from tables.segments.spark import get_session
 
@@ -71,7 +72,7 @@ def spark_reingest_segment(
 @shared_task(name="tables.sync_mirror", ignore_result=True)
 def sync_mirror() -> None:
     """Beat, every MIRROR_SYNC_SECONDS: bring the database mirror up to date with ZooKeeper."""
-    from tables import sync
+    from tables.mirror import sync
     from tables.outages import outage_reason
 
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus

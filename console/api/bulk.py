@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.audit import OperatorAction, audited
-from tables.controller.errors import BadRequest, ServiceError
+from tables.cluster.errors import BadRequest, ServiceError
 from tables.controller.pause import PauseManager
 from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.models import MirroredTable

@@ -18,7 +18,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.completion import CallRefused, CompletionManager, SegmentFiles
 from tables.domain.completion import RESP_FAILED, Response, Status
 from tables.domain.completion_trust import Refusal

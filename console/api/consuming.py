@@ -19,7 +19,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.consuming import consuming_segments_info
 
 from .pinot import PinotView

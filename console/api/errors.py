@@ -15,7 +15,7 @@ from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from tables.controller.errors import ServiceError
+from tables.cluster.errors import ServiceError
 
 from .parsers import too_large_message
 

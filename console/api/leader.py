@@ -11,9 +11,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from tables.controller import context
-from tables.controller.errors import BadRequest
-from tables.controller.leadership import LeaderEntry, leader_for_table, leader_table_map
+from tables.cluster import context
+from tables.cluster.errors import BadRequest
+from tables.cluster.leadership import LeaderEntry, leader_for_table, leader_table_map
 from tables.domain.names import table_name_problem
 
 from .pinot import PinotView

@@ -25,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.audit import OperatorAction, audited, reason_of, table_target
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.force_commit import ForceCommitManager, batch_config_of
 from tables.controller.pause import PauseManager, PauseResult, ResumeResult
 from tables.models import DurableCounter

@@ -18,9 +18,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.audit import reason_of, record, table_target
-from tables.controller import builds, context
-from tables.controller.errors import NotFound
-from tables.controller.resources import ResourceManager, metadata_as_map
+from tables import builds
+from tables.cluster import context
+from tables.cluster.errors import NotFound
+from tables.cluster.reads import metadata_as_map
+from tables.controller.resources import ResourceManager
 from tables.domain.names import raw_table_name
 from tables.models import AuditEntry
 

@@ -1,5 +1,6 @@
 """The console's JSON API (`/api/v1/`): read-only views over the ZooKeeper mirror, for scripts and
-dashboards. Thin: validate the query parameters, call one query of `v1_queries`, serialize.
+dashboards. Thin: validate the query parameters, call one query of `v1_queries` (or of the shared
+read model, `tables.mirror.read_model`, where there is nothing to translate), serialize.
 
 Any signed-in account reads (session, `curl -u`, or `Authorization: Token <key>` from
 `manage.py console_user --token`). Every response carries the mirror's `lastSynced`, so a script
@@ -21,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
 from console import roles
+from tables.mirror import read_model
 
 from . import v1_queries as queries
 from . import v1_serializers as s
@@ -57,7 +59,7 @@ class MirrorPagination(PageNumberPagination):
         page = self.page
         return Response(
             {
-                "lastSynced": queries.last_synced(),
+                "lastSynced": read_model.last_synced(),
                 "count": page.paginator.count,
                 "page": page.number,
                 "pageSize": page.paginator.per_page,
@@ -113,7 +115,7 @@ class V1Object(V1View):
 
     def get(self, request: Request, **kwargs: Any) -> Response:
         data = self.get_serializer(self.get_object()).data
-        return Response({"lastSynced": queries.last_synced(), "result": data})
+        return Response({"lastSynced": read_model.last_synced(), "result": data})
 
 
 # --- who am I, the mirror -------------------------------------------------------------------------
@@ -133,7 +135,7 @@ class WhoAmI(V1View):
             "role": roles.role_of(user),
             "actions": sorted(a for a in actions if roles.can(user, a)),
         }
-        return Response({"lastSynced": queries.last_synced(), "result": result})
+        return Response({"lastSynced": read_model.last_synced(), "result": result})
 
 
 class Mirror(V1View):
@@ -143,7 +145,7 @@ class Mirror(V1View):
 
     @extend_schema(operation_id="v1_mirror", summary="The mirror's last sync and staleness")
     def get(self, request: Request) -> Response:
-        state = queries.mirror_state()
+        state = read_model.mirror_state()
         data = s.MirrorStateSerializer(state, context=queries.freshness(state)).data
         return Response({"lastSynced": state.last_synced, "result": data})
 
@@ -239,7 +241,7 @@ class Leaders(V1List):
     serializer_class = s.LeaderPartitionSerializer
 
     def get_queryset(self) -> QuerySet:
-        return queries.leaders()
+        return read_model.leaders()
 
 
 @extend_schema(parameters=[s.InstanceQuerySerializer], summary="The cluster's participants")

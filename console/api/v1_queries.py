@@ -1,43 +1,28 @@
-"""Queries over the mirror for the console's JSON API: filters and sorts from validated query
-parameters (`console.api.v1_serializers.*QuerySerializer`), lookups that 404 with Pinot's error
-shape, and the mirror's freshness. Read-only: nothing here touches ZooKeeper.
+"""The console's JSON API over the shared read model of the mirror (`tables.mirror.read_model`,
+which the pages and `/metrics` read too): validated query parameters
+(`console.api.v1_serializers.*QuerySerializer`) passed on to its filters, lookups that 404 (or
+400 for a name no table could have) with Pinot's error shape, the API's own segment sort keys,
+and the mirror's freshness as `GET /api/v1/mirror` shows it. Read-only: nothing here touches
+ZooKeeper.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Q, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 
-from tables.controller.errors import BadRequest, NotFound
-from tables.domain.names import (
-    raw_table_name,
-    segment_name_problem,
-    table_name_problem,
-    table_type_of,
-)
-from tables.models import (
-    AuditEntry,
-    LeadControllerPartition,
-    MirroredInstance,
-    MirroredSegment,
-    MirroredTable,
-    MirrorState,
-    PartitionStatus,
-)
+from tables import models
+from tables.cluster.errors import BadRequest, NotFound
+from tables.domain.names import raw_table_name, segment_name_problem, table_name_problem
+from tables.mirror import read_model
 
 __all__ = [
-    "MIRROR_NAME",
+    "SEGMENT_SORTS",
     "audit",
     "error_segments",
     "freshness",
     "instances",
-    "last_synced",
-    "leaders",
-    "mirror_state",
     "partition",
     "partitions",
     "segment",
@@ -46,20 +31,7 @@ __all__ = [
     "tables",
 ]
 
-MIRROR_NAME = "zk"
-STALE_AFTER_INTERVALS = 3
-
-_TABLE_SORT = {
-    "name": "name",
-    "health": "health_rank",
-    "lag": "max_records_lag",
-    "time_lag": "max_time_lag_ms",
-    "errors": "error_segments",
-    "segments": "segment_count",
-    "rate": "rows_per_s",
-    "partitions": "num_partitions",
-}
-_SEGMENT_SORT = {
+SEGMENT_SORTS: dict[str, tuple[str, ...]] = {
     "name": ("name",),
     "partition": ("partition", "sequence", "name"),
     "created": ("created_ms", "name"),
@@ -68,83 +40,52 @@ _SEGMENT_SORT = {
 }
 
 
-def _order(sort: str, keys: dict[str, Any]) -> list[str]:
-    descending = sort.startswith("-")
-    fields = keys[sort.lstrip("-")]
-    fields = (fields,) if isinstance(fields, str) else fields
-    return [("-" if descending else "") + f for f in fields]
-
-
-# --- freshness ------------------------------------------------------------------------------------
-
-
-def mirror_state() -> MirrorState:
-    """The mirror's state row; an unsaved blank one (never synced) before the first sync."""
-    found = MirrorState.objects.filter(name=MIRROR_NAME).first()
-    return found if found is not None else MirrorState(name=MIRROR_NAME)
-
-
-def last_synced() -> datetime | None:
-    """When the mirror last synced successfully (None: never)."""
-    return (
-        MirrorState.objects.filter(name=MIRROR_NAME).values_list("last_synced", flat=True).first()
-    )
-
-
-def freshness(state: MirrorState, now: datetime | None = None) -> dict[str, Any]:
-    """Age of the mirror in seconds, whether it is stale (never synced, or older than three sync
-    intervals), and the sync interval."""
-    interval = float(settings.MIRROR_SYNC_SECONDS)
-    synced = state.last_synced
-    if synced is None:
-        return {"age_seconds": None, "stale": True, "sync_interval_seconds": interval}
-    age = max(0.0, ((now or timezone.now()) - synced).total_seconds())
+def freshness(state: models.MirrorState) -> dict[str, Any]:
+    """Age of the mirror in seconds (null: never synced), whether it is stale
+    (`read_model.freshness`) and the sync interval, as the serializer's context."""
+    found = read_model.freshness(state)
     return {
-        "age_seconds": round(age, 3),
-        "stale": age > STALE_AFTER_INTERVALS * interval,
-        "sync_interval_seconds": interval,
+        "age_seconds": None if found.age_s is None else round(found.age_s, 3),
+        "stale": found.stale,
+        "sync_interval_seconds": found.interval_s,
     }
 
 
 # --- tables ---------------------------------------------------------------------------------------
 
 
-def table(name: str) -> MirroredTable:
+def table(name: str) -> models.MirroredTable:
     """The mirrored table named `name` (raw or with type); 404 when the mirror has none, 400 when
     no table could have that name (tables.domain.names)."""
     if problem := table_name_problem(name):
         raise BadRequest(problem)
-    names = [name] if table_type_of(name) else [f"{name}_REALTIME", f"{name}_OFFLINE"]
-    found = MirroredTable.objects.filter(name__in=names).order_by("name").last()
+    found = read_model.table_named(name)
     if found is None:
         raise NotFound(f"table {raw_table_name(name)} not found")
     return found
 
 
-def tables(params: dict[str, Any]) -> QuerySet[MirroredTable]:
-    rows = MirroredTable.objects.all()
-    if params.get("q"):
-        rows = rows.filter(name__icontains=params["q"])
-    if params.get("health"):
-        rows = rows.filter(health__in=sorted(params["health"]))
-    for flag in ("paused", "pauseless"):
-        if params.get(flag) is not None:
-            rows = rows.filter(**{flag: params[flag]})
-    if params.get("tenant"):
-        rows = rows.filter(tenant=params["tenant"])
-    if params.get("type"):
-        rows = rows.filter(table_type=params["type"])
-    return rows.order_by(*_order(params.get("sort") or "-health", _TABLE_SORT), "name")
+def tables(params: dict[str, Any]) -> QuerySet[models.MirroredTable]:
+    rows = read_model.tables(
+        q=params.get("q") or "",
+        health=params.get("health") or (),
+        tenant=params.get("tenant") or "",
+        paused=params.get("paused"),
+        pauseless=params.get("pauseless"),
+        table_type=params.get("type") or "",
+    )
+    _sort, order = read_model.table_order(params.get("sort") or read_model.DEFAULT_TABLE_SORT)
+    return rows.order_by(*order)
 
 
 # --- partitions -----------------------------------------------------------------------------------
 
 
-def partitions(name: str) -> QuerySet[PartitionStatus]:
-    return PartitionStatus.objects.filter(table=table(name)).select_related("table")
+def partitions(name: str) -> QuerySet[models.PartitionStatus]:
+    return read_model.partitions(table=table(name))
 
 
-def partition(name: str, number: int) -> PartitionStatus:
+def partition(name: str, number: int) -> models.PartitionStatus:
     found = partitions(name).filter(partition=number).first()
     if found is None:
         raise NotFound(f"partition {number} of table {raw_table_name(name)} not found")
@@ -154,70 +95,53 @@ def partition(name: str, number: int) -> PartitionStatus:
 # --- segments -------------------------------------------------------------------------------------
 
 
-def segments(name: str, params: dict[str, Any]) -> QuerySet[MirroredSegment]:
-    rows = MirroredSegment.objects.filter(table=table(name)).select_related("table")
-    if params.get("state"):
-        rows = rows.filter(display_state__in=sorted(params["state"]))
-    if params.get("partition") is not None:
-        rows = rows.filter(partition=params["partition"])
-    if params.get("status"):
-        rows = rows.filter(status=params["status"])
-    if params.get("q"):
-        rows = rows.filter(name__icontains=params["q"])
-    return rows.order_by(*_order(params.get("sort") or "partition", _SEGMENT_SORT))
+def segments(name: str, params: dict[str, Any]) -> QuerySet[models.MirroredSegment]:
+    rows = read_model.segments(
+        table(name),
+        state=params.get("state") or (),
+        partition=params.get("partition"),
+        status=params.get("status") or "",
+        q=params.get("q") or "",
+    )
+    sort = params.get("sort") or "partition"
+    fields = SEGMENT_SORTS[sort.lstrip("-")]
+    order = [("-" if sort.startswith("-") else "") + f for f in fields]
+    return rows.select_related("table").order_by(*order)
 
 
-def segment(name: str, segment_name: str) -> MirroredSegment:
+def segment(name: str, segment_name: str) -> models.MirroredSegment:
     if problem := segment_name_problem(segment_name):
         raise BadRequest(problem)
-    found = (
-        MirroredSegment.objects.filter(table=table(name), name=segment_name)
-        .select_related("table")
-        .first()
-    )
+    rows = read_model.segments(table(name)).filter(name=segment_name).select_related("table")
+    found = rows.first()
     if found is None:
         raise NotFound(f"segment {segment_name} of table {raw_table_name(name)} not found")
     return found
 
 
-def error_segments(params: dict[str, Any]) -> QuerySet[MirroredSegment]:
-    """Segments with an ERROR replica or with every replica OFFLINE, across tables."""
-    rows = MirroredSegment.objects.filter(Q(has_error=True) | Q(all_offline=True))
-    if params.get("table"):
-        rows = rows.filter(table=table(params["table"]))
-    return rows.select_related("table").order_by("table__name", "partition", "sequence", "name")
+def error_segments(params: dict[str, Any]) -> QuerySet[models.MirroredSegment]:
+    """Segments with an ERROR replica or with every replica OFFLINE, across tables (or of the
+    table `params["table"]`, 404 when unknown)."""
+    one = table(params["table"]) if params.get("table") else None
+    return read_model.error_segments(table=one)
 
 
-# --- leaders, instances and audit --------------------------------------------------------------
+# --- instances and audit ------------------------------------------------------------------------
 
 
-def leaders() -> QuerySet[LeadControllerPartition]:
-    return LeadControllerPartition.objects.order_by("partition_id")
+def instances(params: dict[str, Any]) -> QuerySet[models.MirroredInstance]:
+    return read_model.instances(
+        kind=params.get("kind") or "", live=params.get("live"), tag=params.get("tag") or ""
+    )
 
 
-def instances(params: dict[str, Any]) -> QuerySet[MirroredInstance]:
-    rows = MirroredInstance.objects.all()
-    if params.get("kind"):
-        rows = rows.filter(kind=params["kind"])
-    if params.get("live") is not None:
-        rows = rows.filter(live=params["live"])
-    if params.get("tag"):
-        # JSON list membership, portable across SQLite and PostgreSQL.
-        rows = rows.filter(pk__in=[i.pk for i in rows if params["tag"] in (i.tags or [])])
-    return rows.order_by("kind", "name")
-
-
-def audit(params: dict[str, Any]) -> QuerySet[AuditEntry]:
-    rows = AuditEntry.objects.all()
-    if params.get("user"):
-        rows = rows.filter(username__icontains=params["user"])
-    for key in ("action", "result", "source"):
-        if params.get(key):
-            rows = rows.filter(**{key: params[key]})
-    if params.get("target"):
-        rows = rows.filter(target__icontains=params["target"])
-    if params.get("since"):
-        rows = rows.filter(at__gte=params["since"])
-    if params.get("until"):
-        rows = rows.filter(at__lt=params["until"])
-    return rows.order_by("-at", "-id")
+def audit(params: dict[str, Any]) -> QuerySet[models.AuditEntry]:
+    return read_model.audit(
+        user=params.get("user") or "",
+        action=params.get("action") or "",
+        result=params.get("result") or "",
+        source=params.get("source") or "",
+        target=params.get("target") or "",
+        since=params.get("since"),
+        until=params.get("until"),
+    )

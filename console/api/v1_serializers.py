@@ -9,6 +9,7 @@ Every response carries `lastSynced`, the mirror's last successful sync: a list i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.utils import timezone
@@ -16,8 +17,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.api.v1_queries import SEGMENT_SORTS
 from tables.domain import triage
-from tables.mirror_flags import TableFlags, table_flags, under_replicated
+from tables.mirror import read_model
+from tables.mirror.flags import TableFlags, table_flags, under_replicated
 from tables.models import (
     AuditEntry,
     Health,
@@ -107,7 +110,7 @@ def _now_ms() -> int:
 
 
 class FlaggedTableList(serializers.ListSerializer):
-    """A page of tables: their flags (`tables.mirror_flags.table_flags`) in two queries."""
+    """A page of tables: their flags (`tables.mirror.flags.table_flags`) in two queries."""
 
     def to_representation(self, data: Any) -> list[Any]:
         tables = list(data.all() if hasattr(data, "all") else data)
@@ -427,12 +430,7 @@ class CsvMultipleChoiceField(serializers.MultipleChoiceField):
         return [v.strip() for item in values for v in str(item).split(",") if v.strip()]
 
 
-# The console pages' keys (console.pages.queries.TABLE_SORTS).
-_TABLE_SORTS = ["name", "health", "lag", "time_lag", "rate", "partitions", "segments", "errors"]
-_SEGMENT_SORTS = ["name", "partition", "created", "docs", "size"]
-
-
-def _sorts(keys: list[str]) -> list[str]:
+def _sorts(keys: Iterable[str]) -> list[str]:
     return [k for key in keys for k in (key, f"-{key}")]
 
 
@@ -453,7 +451,7 @@ class TableQuerySerializer(PagedQuerySerializer):
     tenant = serializers.CharField(required=False)
     type = serializers.ChoiceField(choices=["REALTIME", "OFFLINE"], required=False)
     sort = serializers.ChoiceField(
-        choices=_sorts(_TABLE_SORTS),
+        choices=_sorts(read_model.TABLE_SORTS),  # the pages' keys too
         required=False,
         default="-health",
         help_text="a key, `-` first for descending: -health is worst first, -lag most behind",
@@ -462,7 +460,7 @@ class TableQuerySerializer(PagedQuerySerializer):
 
 class SegmentQuerySerializer(PagedQuerySerializer):
     state = CsvMultipleChoiceField(
-        choices=["CONSUMING", "ONLINE", "ERROR", "OFFLINE", "UPDATING"],
+        choices=list(read_model.SEGMENT_STATES),
         required=False,
         help_text="display state(s), comma-separated",
     )
@@ -470,7 +468,7 @@ class SegmentQuerySerializer(PagedQuerySerializer):
     status = serializers.CharField(required=False, help_text="ZK metadata status, e.g. DONE")
     q = serializers.CharField(required=False, help_text="part of the segment name")
     sort = serializers.ChoiceField(
-        choices=_sorts(_SEGMENT_SORTS), required=False, default="partition"
+        choices=_sorts(SEGMENT_SORTS), required=False, default="partition"
     )
 
 
@@ -479,9 +477,7 @@ class ErrorQuerySerializer(PagedQuerySerializer):
 
 
 class InstanceQuerySerializer(PagedQuerySerializer):
-    kind = serializers.ChoiceField(
-        choices=["SERVER", "CONTROLLER", "BROKER", "MINION", "OTHER"], required=False
-    )
+    kind = serializers.ChoiceField(choices=list(read_model.INSTANCE_KINDS), required=False)
     live = serializers.BooleanField(required=False, allow_null=True, default=None)
     tag = serializers.CharField(required=False)
 

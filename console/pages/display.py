@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from tables.domain.triage import format_duration
+
 __all__ = [
     "NONE",
     "VERDICT_HELP",
@@ -71,17 +73,7 @@ def duration(seconds: float | None) -> str:
     """`45 s`, `3 min 05 s`, `2 h 04 min`, `3 d 02 h`; an en dash for None."""
     if seconds is None:
         return NONE
-    total = max(0, int(seconds))
-    if total < 60:
-        return f"{total} s"
-    minutes, secs = divmod(total, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes:02d} min"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours:02d} h"
+    return format_duration(int(seconds) * 1000)
 
 
 def millis(ms: int | None) -> str:

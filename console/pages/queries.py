@@ -1,5 +1,10 @@
 """What the console's pages show, read from the database mirror only (never ZooKeeper).
 
+The filters, sort keys and the mirror's freshness are the shared read model's
+(`tables.mirror.read_model`, which `/api/v1/` and `/metrics` read too); this module adds what
+only the pages need: their query-string conventions (`paused=yes|no`), paging, related rows for
+the view models and the charts' samples.
+
 Every list is filtered, sorted and paged in SQL, and every page costs a fixed number of queries
 whatever the cluster's size: related rows come with `select_related` or one extra bulk query,
 never one query per row. Rows are shaped into small view models (`rows.py`) with numbers already
@@ -13,8 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from console.pages import display
@@ -28,7 +32,9 @@ from console.pages.rows import (
     replica_comparison,
 )
 from monitoring import charts
-from tables.mirror_flags import table_flags
+from tables.mirror import read_model
+from tables.mirror.flags import table_flags
+from tables.mirror.read_model import DEFAULT_TABLE_SORT, Freshness
 from tables.models import (
     AuditEntry,
     ConsumptionSample,
@@ -37,7 +43,6 @@ from tables.models import (
     MirroredInstance,
     MirroredSegment,
     MirroredTable,
-    MirrorState,
     PartitionStatus,
 )
 
@@ -54,44 +59,25 @@ __all__ = [
     "segment_detail",
     "table_detail",
     "table_list",
-    "typed_name_for",
 ]
 
-MIRROR_NAME = "zk"
-STALE_AFTER_INTERVALS = 3
 CHART_WINDOW = dt.timedelta(hours=1)
-TABLE_SORTS: dict[str, str] = {
-    "name": "name",
-    "health": "health_rank",
-    "lag": "max_records_lag",
-    "time_lag": "max_time_lag_ms",
-    "rate": "rows_per_s",
-    "partitions": "num_partitions",
-    "segments": "segment_count",
-    "errors": "error_segments",
-}
-DEFAULT_TABLE_SORT = "-health"
-WORST_FIRST = ("-health_rank", "-records_lag", "-time_lag_ms", "-stalled_s")
-SEGMENT_STATES = ("CONSUMING", "ONLINE", "ERROR", "OFFLINE", "UPDATING")
-INSTANCE_KINDS = ("SERVER", "CONTROLLER", "BROKER", "MINION", "OTHER")
+TABLE_SORTS = read_model.TABLE_SORTS
+SEGMENT_STATES = read_model.SEGMENT_STATES
+INSTANCE_KINDS = read_model.INSTANCE_KINDS
+
+
+def _yes_no(value: str) -> bool | None:
+    """A page filter's `yes`/`no` as a boolean; anything else does not filter."""
+    return {"yes": True, "no": False}.get(value)
 
 
 # --- the mirror's own freshness -------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class MirrorStatus:
-    """How old the mirror is; `stale` past STALE_AFTER_INTERVALS sync intervals."""
-
-    last_synced: dt.datetime | None
-    age_s: float | None
-    threshold_s: float
-    duration_ms: int = 0
-    error: str = ""
-
-    @property
-    def stale(self) -> bool:
-        return self.age_s is None or self.age_s > self.threshold_s
+class MirrorStatus(Freshness):
+    """The mirror's freshness (`read_model.freshness`) with its age as the pages write it."""
 
     @property
     def age_text(self) -> str:
@@ -99,13 +85,7 @@ class MirrorStatus:
 
 
 def mirror_status(now: dt.datetime | None = None) -> MirrorStatus:
-    now = now or timezone.now()
-    threshold = STALE_AFTER_INTERVALS * float(settings.MIRROR_SYNC_SECONDS)
-    state = MirrorState.objects.filter(name=MIRROR_NAME).first()
-    if state is None or state.last_synced is None:
-        return MirrorStatus(None, None, threshold, error=state.error if state else "")
-    age = max(0.0, (now - state.last_synced).total_seconds())
-    return MirrorStatus(state.last_synced, age, threshold, state.duration_ms, state.error)
+    return MirrorStatus(**vars(read_model.freshness(now=now)))
 
 
 # --- overview and triage ----------------------------------------------------------------------
@@ -170,14 +150,8 @@ def overview(
     *, verdict: str = "", table: str = "", health: str = "", page: Any = 1, per_page: Any = None
 ) -> Overview:
     """Every partition of every realtime table, worst first, with the cluster's counters."""
-    statuses = PartitionStatus.objects.select_related("table").defer("table__config")
-    if verdict:
-        statuses = statuses.filter(verdict=verdict)
-    if health:
-        statuses = statuses.filter(health=health)
-    if table:
-        statuses = statuses.filter(table__name__icontains=table)
-    statuses = statuses.order_by(*WORST_FIRST, "table__name", "partition")
+    statuses = read_model.partitions(verdict=verdict, health=health, table_contains=table)
+    statuses = statuses.defer("table__config").order_by(*read_model.PARTITIONS_WORST_FIRST)
     counted = PartitionStatus.objects.values("verdict").annotate(n=Count("id")).order_by("verdict")
     verdicts = [
         (row["verdict"], display.verdict_label(row["verdict"]), row["n"]) for row in counted
@@ -197,16 +171,6 @@ class TableList:
     health_counts: list[tuple[str, int]]
 
 
-def _table_order(sort: str) -> tuple[str, tuple[str, ...]]:
-    key = sort.lstrip("-")
-    if key not in TABLE_SORTS:
-        sort, key = DEFAULT_TABLE_SORT, DEFAULT_TABLE_SORT.lstrip("-")
-    column = TABLE_SORTS[key]
-    descending = sort.startswith("-")
-    order = (f"-{column}" if descending else column,)
-    return sort, order if column == "name" else (*order, "name")
-
-
 def table_list(
     *,
     q: str = "",
@@ -219,18 +183,14 @@ def table_list(
     per_page: Any = None,
 ) -> TableList:
     """Tables filtered by name substring, health, tenant, pause state and type; sorted; paged."""
-    tables = MirroredTable.objects.defer("config")
-    if q:
-        tables = tables.filter(name__icontains=q)
-    if health:
-        tables = tables.filter(health=health)
-    if tenant:
-        tables = tables.filter(tenant=tenant)
-    if paused in ("yes", "no"):
-        tables = tables.filter(paused=paused == "yes")
-    if table_type:
-        tables = tables.filter(table_type=table_type)
-    sort, order = _table_order(sort)
+    tables = read_model.tables(
+        q=q,
+        health=[health] if health else (),
+        tenant=tenant,
+        paused=_yes_no(paused),
+        table_type=table_type,
+    ).defer("config")
+    sort, order = read_model.table_order(sort)
     tenants = MirroredTable.objects.exclude(tenant="").values_list("tenant", flat=True).distinct()
     counted = MirroredTable.objects.values("health").annotate(n=Count("id")).order_by()
     counts = {row["health"]: row["n"] for row in counted}
@@ -243,14 +203,9 @@ def table_list(
 
 
 def find_table(name: str) -> MirroredTable | None:
-    return MirroredTable.objects.filter(name=name).first()
-
-
-def typed_name_for(raw: str) -> str | None:
-    """The typed name a raw table name stands for (REALTIME first), or None if unknown."""
-    names = list(MirroredTable.objects.filter(raw_name=raw).values_list("name", "table_type"))
-    names.sort(key=lambda item: (item[1] != "REALTIME", item[0]))
-    return names[0][0] if names else None
+    """The table with typed name `name`, or for a raw name its REALTIME (else OFFLINE) table:
+    the view redirects to the typed name when they differ."""
+    return read_model.table_named(name)
 
 
 @dataclass(frozen=True)
@@ -311,9 +266,8 @@ def table_detail(
         status.table = table  # no query per row
     pausers = _pausers([table])
     pause = pause_info(table, pausers.get(table.name))
-    segments = table.segments.defer("metadata").order_by("-created_ms", "-sequence", "name")
-    if segment_state:
-        segments = segments.filter(display_state=segment_state)
+    segments = read_model.segments(table, state=[segment_state] if segment_state else ())
+    segments = segments.defer("metadata").order_by("-created_ms", "-sequence", "name")
     counted = table.segments.values("display_state").annotate(n=Count("id")).order_by()
     counts = {row["display_state"]: row["n"] for row in counted}
     recent = AuditEntry.objects.filter(target__startswith=table.name).order_by("-at", "-id")[:10]
@@ -357,7 +311,7 @@ def partition_detail(
     mirror knows nothing of it."""
     now = now or timezone.now()
     status = table.partitions.filter(partition=number).first()
-    segments = table.segments.filter(partition=number).defer("metadata")
+    segments = read_model.segments(table, partition=number).defer("metadata")
     if status is None and not segments.exists():
         return None
     row = None
@@ -405,14 +359,7 @@ def error_segments(
 ) -> Page[SegmentRow]:
     """Every segment with an ERROR replica or OFFLINE on all replicas, oldest first."""
     now = now or timezone.now()
-    segments: QuerySet[MirroredSegment] = (
-        MirroredSegment.objects.filter(Q(has_error=True) | Q(all_offline=True))
-        .select_related("table")
-        .defer("metadata", "table__config")
-    )
-    if table:
-        segments = segments.filter(table__name__icontains=table)
-    segments = segments.order_by("table__name", "partition", "sequence", "name")
+    segments = read_model.error_segments(table_contains=table).defer("metadata", "table__config")
     return paginate(segments, page, per_page).map(lambda s: _segment_rows(s, now))
 
 
@@ -426,7 +373,7 @@ class LeaderRow:
 
 def leaders(*, table: str = "") -> list[LeaderRow]:
     """Every leadControllerResource partition with its controller and tables (two queries)."""
-    partitions = list(LeadControllerPartition.objects.order_by("partition_id"))
+    partitions = list(read_model.leaders())
     names = {p.controller for p in partitions if p.controller}
     live = dict(MirroredInstance.objects.filter(name__in=names).values_list("name", "live"))
     needle = table.lower()
@@ -450,17 +397,13 @@ class InstanceRow:
 def instances(
     *, kind: str = "", live: str = "", page: Any = 1, per_page: Any = None
 ) -> Page[InstanceRow]:
-    rows = MirroredInstance.objects.all()
-    if kind:
-        rows = rows.filter(kind=kind)
-    if live in ("yes", "no"):
-        rows = rows.filter(live=live == "yes")
+    rows = read_model.instances(kind=kind, live=_yes_no(live))
     leads: dict[str, list[int]] = {}
     for pid, controller in LeadControllerPartition.objects.values_list(
         "partition_id", "controller"
     ):
         leads.setdefault(controller, []).append(pid)
-    return paginate(rows.order_by("kind", "name"), page, per_page).map(
+    return paginate(rows, page, per_page).map(
         lambda items: [InstanceRow(i, sorted(leads.get(i.name, []))) for i in items]
     )
 
@@ -481,18 +424,10 @@ def audit_log(
     page: Any = 1,
     per_page: Any = None,
 ) -> AuditLog:
-    entries = AuditEntry.objects.all()
-    if user:
-        entries = entries.filter(username__icontains=user)
-    if action:
-        entries = entries.filter(action=action)
-    if result:
-        entries = entries.filter(result=result)
-    if target:
-        entries = entries.filter(target__icontains=target)
+    entries = read_model.audit(user=user, action=action, result=result, target=target)
     actions = AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()
     return AuditLog(
-        paginate(entries.order_by("-at", "-id"), page, per_page),
+        paginate(entries, page, per_page),
         list(actions),
         list(AuditEntry.Result.values),
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from console.pages import display
 from tables.domain import triage
-from tables.mirror_flags import TableFlags, under_replicated
+from tables.mirror.flags import TableFlags, under_replicated
 from tables.models import AuditEntry, MirroredSegment, MirroredTable, PartitionStatus
 
 __all__ = [
@@ -101,7 +101,7 @@ def pause_info(table: MirroredTable, last_pause: AuditEntry | None = None) -> Pa
 
 @dataclass(frozen=True)
 class TableRow:
-    """A table of the tables list, its figures formatted, with its flags (`mirror_flags`)."""
+    """A table of the tables list, its figures formatted, with its flags (`tables.mirror.flags`)."""
 
     table: MirroredTable
     flags: TableFlags = KNOWN_LAG

@@ -95,12 +95,11 @@ def _typed_or_redirect(
 ) -> tuple[Any, HttpResponse | None]:
     """The mirrored table, or a response: a redirect for a raw name, else a 404 page."""
     table = queries.find_table(name)
-    if table is not None:
-        return table, None
-    typed = queries.typed_name_for(name)
-    if typed is None:
+    if table is None:
         return None, _not_found(request, f"table {name}")
-    url = reverse(f"console:{view}", kwargs={"table": typed, **kwargs})
+    if table.name == name:
+        return table, None
+    url = reverse(f"console:{view}", kwargs={"table": table.name, **kwargs})
     if request.GET:
         url += "?" + request.GET.urlencode()
     return None, redirect(url)

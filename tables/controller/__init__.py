@@ -1,2 +1,4 @@
-"""The controller's services: resources (schemas, tables), the LLC segment manager, later the
-completion protocol, pause/resume, force commit and healing."""
+"""The controller's roles: resources (schemas, tables: the writes), the LLC segment manager, the
+segment completion protocol, pause/resume, force commit and the EXTERNALVIEW of the tables it
+leads. What it shares with the server (context, errors, reads, leader lookup) is the cluster layer,
+`tables.cluster`; ZooKeeper is reached only through `tables.zk`."""

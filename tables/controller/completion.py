@@ -31,6 +31,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
+from tables.cluster.leadership import lead_controller_for
 from tables.domain.completion import Response, SegmentCompletionFSM, Status
 from tables.domain.names import LLCSegmentName, table_name_with_type
 from tables.domain.segment_metadata import SegmentStatus
@@ -39,9 +42,6 @@ from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import parse_properties, unpack_creation_meta
 
 from .completion_trust import CallerCheck, CallRefused
-from .context import ClusterContext
-from .errors import NotFound
-from .leadership import lead_controller_for
 from .llc import CommittingSegment, LLCSegmentManager
 from .resources import ResourceManager
 

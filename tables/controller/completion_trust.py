@@ -31,6 +31,8 @@ from typing import NoReturn
 
 from django.db import DatabaseError, connection
 
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
 from tables.domain.backoff import LogThrottle
 from tables.domain.completion_trust import (
     Refusal,
@@ -43,8 +45,6 @@ from tables.security import cluster_token
 from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.zk.records import read_record
 
-from .context import ClusterContext
-from .errors import NotFound
 from .resources import ResourceManager
 
 __all__ = ["CallRefused", "CallerCheck", "RefusalCounts"]

@@ -33,11 +33,11 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any
 
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
 from tables.domain.names import raw_table_name
 from tables.zk.records import read_record
 
-from .context import ClusterContext
-from .errors import NotFound
 from .resources import ResourceManager
 
 __all__ = ["ServerAnswer", "consuming_segments_info", "server_admin_url"]

@@ -6,15 +6,13 @@ several controllers computing the same views converge without churning ZooKeeper
 
 from __future__ import annotations
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
+from tables.cluster.context import ClusterContext
+from tables.cluster.leadership import lead_controller_for
 from tables.domain.externalview import lead_controller_view, table_view
 from tables.domain.leadership import DEFAULT_NUM_PARTITIONS, LEAD_CONTROLLER_RESOURCE
 from tables.domain.znrecord import ZNRecord
+from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
-
-from .context import ClusterContext
-from .leadership import lead_controller_for
 
 __all__ = ["live_instances", "refresh_lead_controller_view", "refresh_table_views"]
 
@@ -24,7 +22,7 @@ CONTROLLER_TAG = "controller"
 def _children(ctx: ClusterContext, path: str) -> list[str]:
     try:
         return ctx.client.get_children(path)
-    except NoNodeError:
+    except NoNode:
         return []
 
 
@@ -43,7 +41,7 @@ def _write_if_changed(ctx: ClusterContext, path: str, record: ZNRecord) -> bool:
     if found is None:
         try:
             create_record(ctx.client, path, record)
-        except NodeExistsError:
+        except NodeExists:
             return _write_if_changed(ctx, path, record)
         return True
     if found.record.map_fields == record.map_fields:

@@ -43,17 +43,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import BadRequest, NotFound, ServiceError
 from tables.domain.idealstate import InstanceState
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.domain.znrecord import ZNRecord
 from tables.zk import messages
+from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
-from .context import ClusterContext
-from .errors import BadRequest, NotFound, ServiceError
 from .resources import ResourceManager
 
 __all__ = [
@@ -305,10 +304,16 @@ class BatchRun:
         )
 
 
-def _schedule_with_celery(run: BatchRun) -> None:
-    from tables.tasks import force_commit_batches  # tasks import the controller: import late
+BATCHES_TASK = "tables.force_commit_batches"  # tables.tasks.force_commit_batches
 
-    force_commit_batches.apply_async(kwargs=run.as_kwargs(), countdown=run.batch.check_interval_s)
+
+def _schedule_with_celery(run: BatchRun) -> None:
+    """The next batch, by task name: tables.tasks imports the controller, not the reverse."""
+    from celery import current_app
+
+    current_app.send_task(
+        BATCHES_TASK, kwargs=run.as_kwargs(), countdown=run.batch.check_interval_s
+    )
 
 
 class ForceCommitManager:
@@ -427,7 +432,7 @@ class ForceCommitManager:
             )
             try:
                 messages.send_message(self.zk, self.paths, message)
-            except NoNodeError:
+            except NoNode:
                 log.warning("%s has no MESSAGES folder; no force commit sent to it", instance)
                 continue
             sent += 1
@@ -443,7 +448,7 @@ class ForceCommitManager:
     def _live_sessions(self) -> dict[str, str]:
         try:
             live = self.zk.get_children(self.paths.liveinstances)
-        except NoNodeError:
+        except NoNode:
             return {}
         sessions = {}
         for instance in live:
@@ -507,10 +512,10 @@ class ForceCommitManager:
         path = self._jobs_path()
         try:
             update_record(self.zk, path, lambda record: add_job(record, job))
-        except NoNodeError:
+        except NoNode:
             try:
                 create_record(self.zk, path, add_job(ZNRecord(id=JOB_TYPE), job))
-            except NodeExistsError:  # created meanwhile by another request: add to that one
+            except NodeExists:  # created meanwhile by another request: add to that one
                 update_record(self.zk, path, lambda record: add_job(record, job))
 
     def job(self, job_id: str) -> dict[str, str]:
@@ -546,7 +551,7 @@ class ForceCommitManager:
             out.map_fields[job_id] = {**job, YET_TO_BE_COMMITTED: _json_list(pending)}
             return out
 
-        with contextlib.suppress(NoNodeError):  # the record is gone: nothing to shrink
+        with contextlib.suppress(NoNode):  # the record is gone: nothing to shrink
             update_record(self.zk, self._jobs_path(), shrink)
 
 

@@ -16,7 +16,9 @@ commit), step 2's metadata is deleted again. A crash between steps leaves a stat
 manager repairs (§7.3); nothing committed is lost.
 
 Flush thresholds (§6.6) come from one updater per table and topic, kept in this process's memory
-(as in Pinot: a new lead controller starts learning again).
+(as in Pinot: a new lead controller starts learning again). It is made again when the table
+config's flush settings change (`PUT /tables/{t}`), so the next segment uses the new thresholds;
+while they stay the same the size-based updater keeps what it learned.
 """
 
 from __future__ import annotations
@@ -26,19 +28,23 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
+from tables.cluster.context import ClusterContext
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.commit import CommitRejected, apply_commit
-from tables.domain.flush import CommittedSegmentStats, FlushThresholdUpdater, make_updater
+from tables.domain.flush import (
+    CommittedSegmentStats,
+    FlushThresholdUpdater,
+    flush_settings,
+    make_updater,
+)
 from tables.domain.idealstate import InstanceState
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import TableConfig
 from tables.streams.base import StreamError, provider_for
+from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
-from .context import ClusterContext
 from .resources import ResourceManager
 
 __all__ = ["CommitRejected", "CommittingSegment", "LLCSegmentManager"]
@@ -49,7 +55,8 @@ MAX_SEGMENT_COMPLETION_TIME_KEY = "max.segment.completion.time.millis"
 DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS = 300_000
 
 _updaters_lock = threading.Lock()
-_updaters: dict[tuple[str, str], FlushThresholdUpdater] = {}
+# (table, topic) -> (the flush settings it was made for, the updater)
+_updaters: dict[tuple[str, str], tuple[tuple[object, ...], FlushThresholdUpdater]] = {}
 
 
 @dataclass(frozen=True)
@@ -70,12 +77,16 @@ class CommittingSegment:
 
 
 def flush_updater(table: str, topic: str, stream_config: dict[str, str]) -> FlushThresholdUpdater:
-    """This process's updater for (table, topic), created on first use."""
+    """This process's updater for (table, topic), created on first use and made again when the
+    stream config's flush settings differ from those it was made for."""
+    settings = flush_settings(stream_config)
     with _updaters_lock:
         key = (table, topic)
-        if key not in _updaters:
-            _updaters[key] = make_updater(stream_config)
-        return _updaters[key]
+        cached = _updaters.get(key)
+        if cached is None or cached[0] != settings:
+            cached = (settings, make_updater(stream_config))
+            _updaters[key] = cached
+        return cached[1]
 
 
 class LLCSegmentManager:
@@ -159,7 +170,7 @@ class LLCSegmentManager:
 
         try:
             update_record(self.zk, path, mark)
-        except NoNodeError:
+        except NoNode:
             raise CommitRejected(f"{committing.segment_name} has no metadata") from None
         return result["done"]
 
@@ -190,8 +201,8 @@ class LLCSegmentManager:
         meta = new_in_progress(
             next_name, str(committing.end_offset), config.replication, threshold, now
         )
-        # NodeExistsError: a retried commit made it already (same name, same start offset).
-        with contextlib.suppress(NodeExistsError):
+        # NodeExists: a retried commit made it already (same name, same start offset).
+        with contextlib.suppress(NodeExists):
             create_record(self.zk, self.paths.segment(table, next_name), meta.to_znrecord())
         replicas = consuming_instances_for_partition(
             table, instances, name.partition_group_id, config.replication
@@ -227,7 +238,7 @@ class LLCSegmentManager:
     def _drop_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
         if meta is None:
             return
-        with contextlib.suppress(NoNodeError):
+        with contextlib.suppress(NoNode):
             self.zk.delete(self.paths.segment(table, meta.segment_name))
 
     @staticmethod

@@ -29,8 +29,8 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from kazoo.exceptions import LockTimeout, NodeExistsError, NoNodeError
-
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import BadRequest, ServiceError, Unavailable
 from tables.domain import pause as domain
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.idealstate import (
@@ -43,10 +43,9 @@ from tables.domain.segment_metadata import SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
 from tables.streams.base import StreamError, provider_for
+from tables.zk.errors import LockTimeout, NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
-from .context import ClusterContext
-from .errors import BadRequest, ServiceError, Unavailable
 from .force_commit import BatchConfig, ForceCommitManager, ForceCommitResult, parse_partitions
 from .llc import flush_updater
 
@@ -86,7 +85,7 @@ class PauseManager:
     @contextlib.contextmanager
     def _locked(self, table: str) -> Iterator[None]:
         path = f"{self.paths.controller}/LOCKS/pause/{table}"
-        lock = self.zk.Lock(path, self.commits.source)
+        lock = self.zk.lock(path, self.commits.source)
         try:
             if not lock.acquire(timeout=LOCK_TIMEOUT_S):
                 raise Unavailable(f"another pause or resume of {table} is still running")
@@ -243,7 +242,7 @@ class PauseManager:
         after = update_record(self.zk, path, mutate).record
         for segment in created - {s.segment for s in used}:
             if segment not in after.map_fields:
-                with contextlib.suppress(NoNodeError):
+                with contextlib.suppress(NoNode):
                     self.zk.delete(self.paths.segment(table, segment))
         missing = bool(plan(after).segments)
         if used:
@@ -321,7 +320,7 @@ class PauseManager:
             custom = segment.custom_map()
             if custom:
                 meta = _with_custom(meta, custom)
-            with contextlib.suppress(NodeExistsError):
+            with contextlib.suppress(NodeExists):
                 create_record(
                     self.zk, self.paths.segment(table, segment.segment), meta.to_znrecord()
                 )

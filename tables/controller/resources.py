@@ -5,50 +5,36 @@ Creating a table writes the table config, every first segment's metadata, the Id
 brokerResource entry in ONE ZooKeeper transaction (guarded by the brokerResource's version): a
 crash or a concurrent create leaves either the whole table or none of it. Deleting is idempotent
 and removes the IdealState first, so servers stop consuming before the metadata goes.
+
+The reads (configs, schemas, IdealStates, segment metadata, name checks) are the cluster layer's
+`tables.cluster.reads.ClusterReader`, which `ResourceManager` extends with the writes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
-
+from tables.cluster.errors import BadRequest, Conflict, NotFound, Unavailable
+from tables.cluster.reads import ClusterReader
 from tables.domain.assignment import AssignmentError
 from tables.domain.idealstate import consuming_segments, pause_state
-from tables.domain.names import (
-    InvalidName,
-    check_schema_name,
-    check_segment_name,
-    check_table_name,
-    raw_table_name,
-    table_name_with_type,
-)
+from tables.domain.names import raw_table_name
 from tables.domain.new_table import plan_new_table
 from tables.domain.pause import with_stream_change
-from tables.domain.schema import (
-    Schema,
-    SchemaError,
-    parse_schema,
-    schema_from_znrecord,
-    schema_to_znrecord,
-)
+from tables.domain.schema import Schema, SchemaError, parse_schema, schema_to_znrecord
 from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.domain.table_config import (
     TableConfig,
     TableConfigError,
     parse_table_config,
-    table_config_from_znrecord,
     table_config_to_znrecord,
 )
 from tables.streams.base import StreamError, provider_for
 from tables.zk import codec
 from tables.zk.cluster import BROKER_RESOURCE, is_initialised
+from tables.zk.errors import BadVersion, NodeExists, NoNode, NotEmpty
 from tables.zk.records import read_record, update_record
-
-from .context import ClusterContext
-from .errors import BadRequest, Conflict, NotFound, Unavailable
 
 if TYPE_CHECKING:
     from tables.segments.deepstore import DeepStore
@@ -58,11 +44,8 @@ __all__ = ["ResourceManager"]
 MAX_CREATE_ATTEMPTS = 10
 
 
-class ResourceManager:
-    def __init__(self, ctx: ClusterContext) -> None:
-        self.ctx = ctx
-        self.zk = ctx.client
-        self.paths = ctx.paths
+class ResourceManager(ClusterReader):
+    """The writes: schemas and tables created, replaced and deleted (the reads are inherited)."""
 
     def _require_cluster(self) -> None:
         if not is_initialised(self.zk, self.paths):
@@ -82,57 +65,21 @@ class ResourceManager:
         record = schema_to_znrecord(schema)
         try:
             self.zk.create(path, codec.encode(record), makepath=True)
-        except NodeExistsError:
+        except NodeExists:
             if not override:
                 raise Conflict(f"schema {schema.name} already exists") from None
             update_record(self.zk, path, lambda _: record)
         return schema
-
-    def schema_name(self, name: str) -> str:
-        """`name` when it is a valid schema name; 400 naming the rule it breaks otherwise."""
-        try:
-            return check_schema_name(name)
-        except InvalidName as exc:
-            raise BadRequest(str(exc)) from None
-
-    def get_schema(self, name: str) -> Schema:
-        found = read_record(self.zk, self.paths.schema(self.schema_name(name)))
-        if found is None:
-            raise NotFound(f"schema {name} not found")
-        return schema_from_znrecord(found.record)
-
-    def list_schemas(self) -> list[str]:
-        return sorted(self._children(self.paths.schemas))
 
     def delete_schema(self, name: str) -> None:
         self.get_schema(name)
         users = [t for t in self.list_tables() if self._config(t).schema_name == name]
         if users:
             raise Conflict(f"cannot delete schema {name}: used by table(s) {', '.join(users)}")
-        with contextlib.suppress(NoNodeError):
+        with contextlib.suppress(NoNode):
             self.zk.delete(self.paths.schema(name))
 
     # --- tables ----------------------------------------------------------------------------------
-    def list_tables(self) -> list[str]:
-        """Tables with their type (`t_REALTIME`), sorted."""
-        return sorted(self._children(self.paths.table_configs))
-
-    def table_name(self, name: str) -> str:
-        """`name` (raw or with type) as the REALTIME table's name with type; 400 when malformed."""
-        try:
-            return table_name_with_type(check_table_name(name), "REALTIME")
-        except InvalidName as exc:
-            raise BadRequest(str(exc)) from None
-
-    def _config(self, name_with_type: str) -> TableConfig:
-        found = read_record(self.zk, self.paths.table_config(name_with_type))
-        if found is None:
-            raise NotFound(f"table {raw_table_name(name_with_type)} not found")
-        return table_config_from_znrecord(found.record)
-
-    def get_table_config(self, name: str) -> TableConfig:
-        return self._config(self.table_name(name))
-
     def add_table(self, data: Any) -> TableConfig:
         """Validate everything, then create the table in one transaction."""
         self._require_cluster()
@@ -157,7 +104,7 @@ class ResourceManager:
         problems: list[str] = []
         schema = None
         try:
-            provisional = parse_table_config(data)
+            provisional = parse_table_config(data, for_write=True)
         except TableConfigError as exc:
             raise BadRequest(f"invalid table config: {exc}", exc.problems) from None
         if provisional.table_type != "REALTIME":
@@ -169,7 +116,7 @@ class ResourceManager:
                 f"schema {provisional.schema_name} not found: POST it to /schemas before the table"
             )
         try:
-            config = parse_table_config(data, schema)
+            config = parse_table_config(data, schema, for_write=True)
         except TableConfigError as exc:
             problems.extend(exc.problems)
             config = provisional
@@ -194,15 +141,6 @@ class ResourceManager:
             raise BadRequest(f"stream of table {config.table_name_with_type}: {exc}") from None
         finally:
             provider.close()
-
-    def tagged_instances(self, tag: str) -> list[str]:
-        """Servers whose instance config carries `tag`, enabled or not (as Pinot's default)."""
-        found = []
-        for instance in self._children(self.paths.participant_configs):
-            record = read_record(self.zk, self.paths.participant_config(instance))
-            if record is not None and tag in record.record.list_fields.get("TAG_LIST", []):
-                found.append(instance)
-        return sorted(found)
 
     def _create_in_one_transaction(
         self, config: TableConfig, idealstate, segments: tuple[SegmentZKMetadata, ...]
@@ -234,9 +172,9 @@ class ResourceManager:
         failures = [r for r in results if isinstance(r, Exception)]
         if not failures:
             return True
-        if any(isinstance(r, NodeExistsError) for r in failures):
+        if any(isinstance(r, NodeExists) for r in failures):
             raise Conflict(f"table {table} already exists")
-        if any(isinstance(r, BadVersionError) for r in failures):
+        if any(isinstance(r, BadVersion) for r in failures):
             return False  # brokerResource changed under us: recompute and retry
         raise failures[0]
 
@@ -316,61 +254,11 @@ class ResourceManager:
             deep_store.delete_table(raw_table_name(table))
         return table
 
-    # --- views of a table ------------------------------------------------------------------------
-    def idealstate(self, name: str) -> dict[str, dict[str, str]]:
-        table = self.table_name(name)
-        self._config(table)
-        found = read_record(self.zk, self.paths.idealstate(table))
-        return {} if found is None else found.record.map_fields
-
-    def externalview(self, name: str) -> dict[str, dict[str, str]]:
-        table = self.table_name(name)
-        self._config(table)
-        found = read_record(self.zk, self.paths.externalview(table))
-        return {} if found is None else found.record.map_fields
-
-    def segment_names(self, name: str) -> list[str]:
-        table = self.table_name(name)
-        self._config(table)
-        return sorted(self._children(self.paths.segments(table)))
-
-    def segment_metadata(self, name: str, segment: str) -> SegmentZKMetadata:
-        table = self.table_name(name)
-        segment = self.segment_name(segment)
-        found = read_record(self.zk, self.paths.segment(table, segment))
-        if found is None:
-            self._config(table)  # 404 for the table itself when that is what is missing
-            raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
-        return SegmentZKMetadata.from_znrecord(found.record)
-
-    @staticmethod
-    def segment_name(name: str) -> str:
-        """`name` when it is a valid segment name; 400 naming the rule it breaks otherwise."""
-        try:
-            return check_segment_name(name)
-        except InvalidName as exc:
-            raise BadRequest(str(exc)) from None
-
     # --- helpers ---------------------------------------------------------------------------------
-    def _children(self, path: str) -> list[str]:
-        try:
-            return self.zk.get_children(path)
-        except NoNodeError:
-            return []
-
     def _delete(self, path: str, recursive: bool = False) -> None:
         try:
             self.zk.delete(path, recursive=recursive)
-        except NoNodeError:
+        except NoNode:
             pass
-        except NotEmptyError:
+        except NotEmpty:
             self.zk.delete(path, recursive=True)
-
-
-def metadata_as_map(metadata: SegmentZKMetadata) -> dict[str, str]:
-    """Pinot's `GET /segments/{t}/{s}/metadata` shape: the simpleFields, plus custom.map as JSON."""
-    record = metadata.to_znrecord()
-    out = dict(sorted(record.simple_fields.items()))
-    if record.map_fields.get("custom.map"):
-        out["custom.map"] = json.dumps(record.map_fields["custom.map"], separators=(",", ":"))
-    return out

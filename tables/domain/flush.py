@@ -10,6 +10,8 @@ Contract:
 - Every updater answers `threshold_for_new_segment(max_partitions_per_instance, previous)` and
   takes `on_segment_commit(stats, now_ms)`; only the size-based one learns. Its state lives in
   memory; Pinot keeps one per `<table>,<topic>` on the lead controller and loses it on failover.
+- `flush_settings` is what `make_updater` reads, parsed (so `1h` equals `3600000`): a holder of a
+  long-lived updater makes a new one when the settings of the table's config change.
 - The autotune arithmetic follows `SizeBasedSegmentFlushThresholdComputer` with Java's casts
   (truncation toward zero, long division); the variance factor draws from an injected
   `rng() -> [0, 1)`.
@@ -47,6 +49,7 @@ __all__ = [
     "FlushThresholdUpdater",
     "SegmentSizeBasedFlushThresholdUpdater",
     "flush_autotune_initial_rows",
+    "flush_settings",
     "flush_threshold_rows",
     "flush_threshold_segment_rows",
     "flush_threshold_segment_size_bytes",
@@ -391,6 +394,20 @@ class SegmentSizeBasedFlushThresholdUpdater:
         if self.time_threshold_ms < self._time_consumed_ms:
             rows = self.time_threshold_ms * rows // self._time_consumed_ms
         return _clamp(_to_long(rows * _TIME_LIMIT_ROWS_MULTIPLIER))
+
+
+def flush_settings(stream_config: Mapping[str, str]) -> tuple[object, ...]:
+    """The parsed flush keys that choose and shape an updater: threshold rows, segment rows,
+    segment size, time, variance fraction and autotune initial rows. Equal settings give equal
+    fresh updaters, however they are spelled (`1h` or `3600000`, a legacy key name)."""
+    return (
+        flush_threshold_rows(stream_config),
+        flush_threshold_segment_rows(stream_config),
+        flush_threshold_segment_size_bytes(stream_config),
+        flush_threshold_time_ms(stream_config),
+        flush_threshold_variance_fraction(stream_config),
+        flush_autotune_initial_rows(stream_config),
+    )
 
 
 def make_updater(stream_config: Mapping[str, str]) -> FlushThresholdUpdater:

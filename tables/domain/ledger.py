@@ -1,7 +1,7 @@
 """The exactly-once ledger of a realtime table (ARCHITECTURE §4), checked from its parts. Pure.
 
 Ranges are half-open `[start, end)`, as segments' `startOffset` / `endOffset`. Inputs are gathered
-by `tables.controller.ledger`.
+by `tables.ledger`.
 
 `check_ranges(segments, lost)`: every LLC segment as a `SegmentRange` (status and offsets as in
 ZooKeeper), and the stream losses already counted (`LostRange`). Per partition, in sequence order;

@@ -3,8 +3,9 @@
 - `flush_time_ms(text)`: the table's `realtime.segment.flush.threshold.time` in ms (Pinot's
   default, 6 h, when absent or unreadable).
 - `never_committed(...)`: the reason a table is flagged, or "": older than `factor` flush times
-  (its first segment's creation), no committed segment, and rows arrive. `tables.sync` folds it
-  into the table's health (WARNING, `triage.table_health`); pages and /api/v1 show it as a flag.
+  (its first segment's creation), no committed segment, and rows arrive. `tables.mirror.sync`
+  folds it into the table's health (WARNING, `triage.table_health`); pages and /api/v1 show it as
+  a flag.
 - `ingestion_problem(...)`: the reason a table's ingestion is down, or "": rows wait upstream and
   no offset moved, or no segment was committed, for `factor` flush times (the /healthz
   ingestion check turns red on any).

@@ -1,11 +1,15 @@
 """Pinot table configs: validate the REST JSON, convert to and from the ZooKeeper ZNRecord.
 
 Contract:
-- `parse_table_config(data, schema=None)` takes the decoded REST JSON of a table config and
-  returns a frozen `TableConfig`, or raises `TableConfigError` whose `problems` lists every problem
-  found (one sentence each). It applies the structural checks and the rules of Pinot's
-  `TableConfigUtils` that the real-time control plane depends on (reference §3.3); the time-column
-  check needs `schema`. Whether the stream type is installed here is the service's business.
+- `parse_table_config(data, schema=None, *, for_write=False)` takes the decoded REST JSON of a table
+  config and returns a frozen `TableConfig`, or raises `TableConfigError` whose `problems` lists
+  every problem found (one sentence each). It applies the structural checks and the rules of
+  Pinot's `TableConfigUtils` that the real-time control plane depends on (reference §3.3); the
+  time-column check needs `schema`. Whether the stream type is installed here is the service's
+  business. `for_write=True` (a create or update by this control plane) also refuses what Pinot
+  accepts but this control plane cannot run yet: `pauselessConsumptionEnabled: true`
+  (`PAUSELESS_NOT_AVAILABLE`). Configs read back from ZooKeeper (written by a real Pinot, say) are
+  parsed without it, so a pauseless table made elsewhere is still shown as pauseless.
 - `TableConfig.rest` is the normalised REST form: a deep copy of the input where `tableName` carries
   the type suffix ("myTable" -> "myTable_REALTIME"), `tableType` is upper case and `isDimTable` /
   `isMaterializedView` are booleans (default false). Everything else is kept exactly as written.
@@ -49,7 +53,8 @@ __all__ = [
     "DEDUP_CONFIG", "DEFAULT_OFFSET_RESET", "DEFAULT_TENANT", "DESCRIPTION",
     "DIMENSION_TABLE_CONFIG", "FIELD_CONFIG_LIST", "INGESTION_CONFIG",
     "INSTANCE_ASSIGNMENT_CONFIG_MAP", "INSTANCE_PARTITIONS_MAP", "IS_DIM_TABLE",
-    "IS_MATERIALIZED_VIEW", "METADATA", "OFFLINE", "QUERY", "QUOTA", "REALTIME", "ROUTING",
+    "IS_MATERIALIZED_VIEW", "METADATA", "OFFLINE", "PAUSELESS_NOT_AVAILABLE", "QUERY", "QUOTA",
+    "REALTIME", "ROUTING",
     "SECTION_KEYS", "SEGMENTS_CONFIG", "SEGMENT_ASSIGNMENT_CONFIG_MAP", "TABLE_INDEX_CONFIG",
     "TABLE_NAME", "TABLE_SAMPLERS", "TABLE_TYPE", "TABLE_TYPES", "TAGS", "TASK", "TENANTS",
     "TIER_CONFIGS", "TUNER_CONFIGS", "UPSERT_CONFIG", "TableConfig", "TableConfigError",
@@ -109,6 +114,11 @@ _FLAG_FIELDS = (IS_DIM_TABLE, IS_MATERIALIZED_VIEW)
 
 _PAUSELESS_PEER_MESSAGE = (
     "Must have a valid peerSegmentDownloadScheme set in validation config for pauseless consumption"
+)
+# Until the pauseless commit protocol (§6.3) exists here, such a table would never commit.
+PAUSELESS_NOT_AVAILABLE = (
+    "streamIngestionConfig.pauselessConsumptionEnabled is true, but pauseless commits are not "
+    "available yet in this controller: set it to false (or leave it out)"
 )
 _NO_EXTRA: Mapping[str, str] = MappingProxyType({})
 
@@ -324,8 +334,9 @@ def _check_replication(rest: dict[str, Any], table_type: str | None, problems: l
         problems.append("peerSegmentDownloadScheme can't be used when replication is < 2")
 
 
-def _check_streams(rest: dict[str, Any], problems: list[str]) -> None:
-    """The stream configs (stream_config.check_streams), then the pauseless peer-download rule."""
+def _check_streams(rest: dict[str, Any], problems: list[str], *, for_write: bool) -> None:
+    """The stream configs (stream_config.check_streams), then the pauseless rules: Pinot's
+    peer-download one, and (`for_write`) pauseless not being available here yet."""
     ingestion = _section(rest, INGESTION_CONFIG)
     problems.extend(
         check_streams(
@@ -337,6 +348,8 @@ def _check_streams(rest: dict[str, Any], problems: list[str]) -> None:
         scheme = _section(rest, SEGMENTS_CONFIG).get("peerSegmentDownloadScheme")
         if not _valid_peer_scheme(scheme):
             problems.append(_PAUSELESS_PEER_MESSAGE)
+    if for_write and pauseless_enabled(ingestion):
+        problems.append(PAUSELESS_NOT_AVAILABLE)
 
 
 def _check_time_column(rest: dict[str, Any], schema: Schema | None, problems: list[str]) -> None:
@@ -358,8 +371,13 @@ def _check_time_column(rest: dict[str, Any], schema: Schema | None, problems: li
         )
 
 
-def parse_table_config(data: object, schema: Schema | None = None) -> TableConfig:
-    """Validate a table config's REST JSON and return it normalised; raise TableConfigError."""
+def parse_table_config(
+    data: object, schema: Schema | None = None, *, for_write: bool = False
+) -> TableConfig:
+    """Validate a table config's REST JSON and return it normalised; raise TableConfigError.
+
+    `for_write`: the config is about to be created or updated by this control plane, so what it
+    cannot run yet (pauseless consumption) is refused too."""
     if not isinstance(data, dict):
         raise TableConfigError(["The table config must be a JSON object"])
     rest: dict[str, Any] = copy.deepcopy(data)
@@ -368,7 +386,7 @@ def parse_table_config(data: object, schema: Schema | None = None) -> TableConfi
     _check_shapes(rest, problems)
     _check_replication(rest, table_type, problems)
     if table_type == REALTIME:
-        _check_streams(rest, problems)
+        _check_streams(rest, problems, for_write=for_write)
     _check_time_column(rest, schema, problems)
     if problems:
         raise TableConfigError(problems)

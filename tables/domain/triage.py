@@ -85,11 +85,14 @@ __all__ = [
 
 
 class Health(StrEnum):
+    """A table's (or partition's) overall verdict, worst last (`tables.models.Health` is this
+    enum as Django choices)."""
+
     GOOD = "GOOD"
     PAUSED = "PAUSED"
-    UPDATING = "UPDATING"
-    WARNING = "WARNING"
-    BAD = "BAD"
+    UPDATING = "UPDATING"  # IdealState and ExternalView not yet converged
+    WARNING = "WARNING"  # consuming but lagging, or stalled
+    BAD = "BAD"  # ERROR replicas, missing CONSUMING segment, consumer error, unavailable
 
 
 HEALTH_RANK: dict[str, int] = {h.value: i for i, h in enumerate(Health)}

@@ -40,12 +40,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-
-from tables.controller.context import ClusterContext
-from tables.controller.errors import NotFound
-from tables.controller.resources import ResourceManager
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
+from tables.cluster.reads import ClusterReader
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
 from tables.domain.flush import flush_threshold_time_ms
@@ -57,8 +54,10 @@ from tables.outages import outage_reason
 from tables.segments.deepstore import DeepStore
 from tables.streams.base import StreamProvider, provider_for
 from tables.zk import codec
+from tables.zk.errors import NodeExists, NoNode
 from tables.zk.participants import register_participant, session_id_of
 from tables.zk.records import create_record, update_record
+from tables.zk.watches import watch_children, watch_data
 
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
@@ -169,7 +168,7 @@ class ServerInstance:
         for table in children:
             if table.endswith("_REALTIME") and table not in self._watched:
                 self._watched.add(table)
-                DataWatch(ctx.client, ctx.paths.idealstate(table), partial(self._on_ideal, table))
+                watch_data(ctx.client, ctx.paths.idealstate(table), partial(self._on_ideal, table))
         return True
 
     def _on_ideal(self, table: str, data: bytes | None, _stat: object) -> bool:
@@ -236,7 +235,7 @@ class ServerInstance:
             log.warning("%s: cluster %s is not set up yet", self.instance_id, ctx.paths.cluster)
             return False
         if not self._watching:
-            ChildrenWatch(ctx.client, ctx.paths.idealstates, self._on_tables)
+            watch_children(ctx.client, ctx.paths.idealstates, self._on_tables)
             self._watching = True
         try:
             register_participant(
@@ -248,7 +247,7 @@ class ServerInstance:
                 self.tags,
                 admin_port=self.admin_port,
             )
-        except NodeExistsError:
+        except NodeExists:
             log.warning("%s: an older session still holds the live instance", self.instance_id)
             return False
         folder = f"{ctx.paths.instance(self.instance_id)}/CURRENTSTATES"
@@ -301,7 +300,7 @@ class ServerInstance:
         served = self._serves.get(table)
         if served is None:
             try:
-                config = ResourceManager(self.ctx()).get_table_config(table)
+                config = ClusterReader(self.ctx()).get_table_config(table)
             except NotFound:
                 return False
             served = self._serves[table] = config.server_tag in self.tags
@@ -376,7 +375,7 @@ class ServerInstance:
         consumer.join(STOP_JOIN_S)
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
-        resources = ResourceManager(self.ctx())
+        resources = ClusterReader(self.ctx())
         config = resources.get_table_config(table)
         meta = resources.segment_metadata(table, segment)
         name = LLCSegmentName.parse(segment)
@@ -420,7 +419,7 @@ class ServerInstance:
             return stats
 
     def _fetch(self, table: str, segment: str) -> None:
-        meta = ResourceManager(self.ctx()).segment_metadata(table, segment)
+        meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
         if not meta.is_completed:
             raise ValueError(f"{segment} is {meta.status}: there is no committed copy to fetch")
         for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
@@ -469,11 +468,11 @@ class ServerInstance:
                 update_record(
                     ctx.client, path, lambda record: self._states_record(table, record, states)
                 )
-            except NoNodeError:
+            except NoNode:
                 if states:
                     try:
                         create_record(ctx.client, path, self._states_record(table, None, states))
-                    except NodeExistsError:
+                    except NodeExists:
                         self._wake.set()  # raced with ourselves: the next round writes again
 
     def _states_record(

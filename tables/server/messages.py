@@ -22,36 +22,44 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from kazoo.recipe.watchers import ChildrenWatch
-
-from tables.controller.context import ClusterContext
+from tables.cluster.context import ClusterContext
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.znrecord import ZNRecordError
 from tables.outages import outage_reason
 from tables.zk import messages as zk_messages
+from tables.zk.watches import Watch
 
 from .consumer import Phase, SegmentConsumer
 
-if TYPE_CHECKING:
-    from .instance import ServerInstance
-
-__all__ = ["MessageHandler"]
+__all__ = ["MessageHandler", "MessageTarget"]
 
 log = logging.getLogger(__name__)
 
 PENDING_TTL_S = 300.0
 
 
+class MessageTarget(Protocol):
+    """What the handler needs of its server (`tables.server.instance.ServerInstance`); a protocol,
+    so that this module does not import the instance module that imports it."""
+
+    instance_id: str
+    session: str | None
+    ctx: Callable[[], ClusterContext]
+
+    def replicas_of(self, table: str) -> Mapping[str, Any] | None: ...
+
+
 class MessageHandler:
-    def __init__(self, server: ServerInstance, tick_s: float = 2.0) -> None:
+    def __init__(self, server: MessageTarget, tick_s: float = 2.0) -> None:
         self.server = server
         self.tick_s = tick_s
         self.handled = 0  # messages acted on (not counting stale or unknown ones)
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], float] = {}
-        self._watch: ChildrenWatch | None = None
+        self._watch: Watch | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="messages", daemon=True)

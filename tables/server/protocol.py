@@ -30,8 +30,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tables.controller.context import ClusterContext
-from tables.controller.leadership import lead_controller_for
+from tables.cluster.context import ClusterContext
+from tables.cluster.leadership import lead_controller_for
 from tables.domain.backoff import LogThrottle
 from tables.domain.completion_response import RESP_NOT_SENT, Response
 from tables.security import cluster_token

@@ -6,11 +6,11 @@ against a live cluster, including one that a real Pinot created.
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name
 from tables.domain.znrecord import ZNRecord
+from tables.zk.interface import ZkStore
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import create_record
 
@@ -137,7 +137,7 @@ def _records(paths: ClusterPaths, lead_partitions: int) -> list[tuple[str, ZNRec
     ]
 
 
-def init_cluster(client: KazooClient, paths: ClusterPaths, lead_partitions: int = 24) -> list[str]:
+def init_cluster(client: ZkStore, paths: ClusterPaths, lead_partitions: int = 24) -> list[str]:
     """Create the missing parts of the skeleton; returns the paths it created."""
     created: list[str] = []
     folders = [
@@ -169,5 +169,5 @@ def init_cluster(client: KazooClient, paths: ClusterPaths, lead_partitions: int 
     return created
 
 
-def is_initialised(client: KazooClient, paths: ClusterPaths) -> bool:
+def is_initialised(client: ZkStore, paths: ClusterPaths) -> bool:
     return client.exists(paths.idealstate(LEAD_CONTROLLER_RESOURCE)) is not None

@@ -14,9 +14,10 @@ Contract:
 - The recipient: `mark_read` sets `MSG_STATE` = `read`, `READ_TIMESTAMP` and `EXE_SESSION_ID` with
   compare-and-set (as Helix's executor does before it handles a message), `delete_message` removes
   the message once handled. Both are idempotent: a message already gone is not an error.
-- `watch_messages` puts a kazoo ChildrenWatch on an instance's MESSAGES folder (which must exist;
-  participant registration creates it). The callback gets the sorted message ids after every
-  change, on kazoo's callback thread: it must return quickly, and returns False to stop watching.
+- `watch_messages` puts a children watch (`tables.zk.watches`) on an instance's MESSAGES folder
+  (which must exist; participant registration creates it). The callback gets the sorted message
+  ids after every change, on kazoo's callback thread: it must return quickly, and returns False to
+  stop watching.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
 
 from tables.domain.znrecord import ZNRecord
+from tables.zk.interface import ZkStore
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import create_record, read_record, update_record
+from tables.zk.watches import Watch, watch_children
 
 __all__ = [
     "FORCE_COMMIT",
@@ -157,7 +158,7 @@ def parse_force_commit(record: ZNRecord) -> ForceCommitRequest | None:
 
 
 # --- ZooKeeper ----------------------------------------------------------------------------------
-def send_message(client: KazooClient, paths: ClusterPaths, record: ZNRecord) -> str:
+def send_message(client: ZkStore, paths: ClusterPaths, record: ZNRecord) -> str:
     """Create the message znode under its `TGT_NAME`'s MESSAGES folder; returns its path."""
     target = record.simple_fields[TGT_NAME]
     path = paths.message(target, record.id)
@@ -165,7 +166,7 @@ def send_message(client: KazooClient, paths: ClusterPaths, record: ZNRecord) -> 
     return path
 
 
-def message_ids(client: KazooClient, paths: ClusterPaths, instance: str) -> list[str]:
+def message_ids(client: ZkStore, paths: ClusterPaths, instance: str) -> list[str]:
     """The ids of the messages waiting for `instance`, sorted ([] when it has no folder)."""
     try:
         return sorted(client.get_children(paths.messages(instance)))
@@ -174,7 +175,7 @@ def message_ids(client: KazooClient, paths: ClusterPaths, instance: str) -> list
 
 
 def read_message(
-    client: KazooClient, paths: ClusterPaths, instance: str, msg_id: str
+    client: ZkStore, paths: ClusterPaths, instance: str, msg_id: str
 ) -> ZNRecord | None:
     """The message, or None when it is gone. An unreadable znode raises ZNRecordError."""
     found = read_record(client, paths.message(instance, msg_id))
@@ -182,7 +183,7 @@ def read_message(
 
 
 def mark_read(
-    client: KazooClient,
+    client: ZkStore,
     paths: ClusterPaths,
     instance: str,
     msg_id: str,
@@ -207,7 +208,7 @@ def mark_read(
     return True
 
 
-def delete_message(client: KazooClient, paths: ClusterPaths, instance: str, msg_id: str) -> bool:
+def delete_message(client: ZkStore, paths: ClusterPaths, instance: str, msg_id: str) -> bool:
     """Remove the message; False when it was gone already."""
     try:
         client.delete(paths.message(instance, msg_id))
@@ -217,12 +218,12 @@ def delete_message(client: KazooClient, paths: ClusterPaths, instance: str, msg_
 
 
 def watch_messages(
-    client: KazooClient,
+    client: ZkStore,
     paths: ClusterPaths,
     instance: str,
     callback: Callable[[list[str]], bool | None],
-) -> ChildrenWatch:
+) -> Watch:
     """Call `callback(sorted ids)` now and after every change of `instance`'s MESSAGES."""
-    return ChildrenWatch(
+    return watch_children(
         client, paths.messages(instance), lambda children: callback(sorted(children))
     )

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import socket
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tables.domain.znrecord import ZNRecord
+from tables.zk.errors import NodeExists
+from tables.zk.interface import ZkStore
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import create_record, read_record, update_record
 
@@ -24,7 +25,7 @@ __all__ = ["instance_config", "live_instance", "register_participant", "session_
 HELIX_VERSION = "1.4.1"  # the Helix line that Pinot 1.x ships with
 
 
-def session_id_of(client: KazooClient) -> str:
+def session_id_of(client: ZkStore) -> str:
     """The session id as Helix writes it: lowercase hex without a 0x prefix."""
     return f"{client.client_id[0]:x}"
 
@@ -50,7 +51,7 @@ def live_instance(instance_id: str, session_id: str) -> ZNRecord:
 
 
 def register_participant(
-    client: KazooClient,
+    client: ZkStore,
     paths: ClusterPaths,
     instance_id: str,
     host: str,
@@ -82,7 +83,7 @@ def register_participant(
         return session
     if existing is not None:
         # Another session holds the id; it is ours to take only when that session is gone.
-        raise NodeExistsError(f"{instance_id} is live on session {existing.record.simple_fields}")
+        raise NodeExists(f"{instance_id} is live on session {existing.record.simple_fields}")
     try:
         create_record(client, live_path, live_instance(instance_id, session), ephemeral=True)
     except NoNodeError:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
-
 from tables.domain.znrecord import ZNRecord
 from tables.zk import codec, store
+from tables.zk.interface import ZkStore
 
 __all__ = ["VersionedRecord", "create_record", "read_record", "update_record", "write_record"]
 
@@ -25,27 +24,25 @@ class VersionedRecord:
     mtime_ms: int
 
 
-def read_record(client: KazooClient, path: str) -> VersionedRecord | None:
+def read_record(client: ZkStore, path: str) -> VersionedRecord | None:
     found = store.read(client, path)
     if found is None:
         return None
     return VersionedRecord(codec.decode(found.data), found.version, found.mtime_ms)
 
 
-def create_record(
-    client: KazooClient, path: str, record: ZNRecord, ephemeral: bool = False
-) -> None:
+def create_record(client: ZkStore, path: str, record: ZNRecord, ephemeral: bool = False) -> None:
     """Create the znode (and its parents); NodeExistsError if it is there already."""
     client.create(path, codec.encode(record), makepath=True, ephemeral=ephemeral)
 
 
-def write_record(client: KazooClient, path: str, record: ZNRecord, version: int) -> int:
+def write_record(client: ZkStore, path: str, record: ZNRecord, version: int) -> int:
     """Set the znode only if its version is still `version`; returns the new version."""
     return client.set(path, codec.encode(record), version=version).version
 
 
 def update_record(
-    client: KazooClient, path: str, mutate: Callable[[ZNRecord], ZNRecord | None]
+    client: ZkStore, path: str, mutate: Callable[[ZNRecord], ZNRecord | None]
 ) -> VersionedRecord:
     """Compare-and-set `mutate` over the record at `path`, retried on version conflicts."""
 

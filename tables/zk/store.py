@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError
+
+from tables.zk.interface import ZkStore
 
 __all__ = ["ConflictLimitExceeded", "Versioned", "read", "update"]
 
@@ -38,7 +39,7 @@ class Versioned:
     mtime_ms: int
 
 
-def read(client: KazooClient, path: str) -> Versioned | None:
+def read(client: ZkStore, path: str) -> Versioned | None:
     """The znode's bytes and version, or None when it does not exist."""
     try:
         data, stat = client.get(path)
@@ -53,7 +54,7 @@ def backoff_delay(attempt: int, rng: Callable[[], float] = random.random) -> flo
 
 
 def update(
-    client: KazooClient,
+    client: ZkStore,
     path: str,
     mutate: Callable[[bytes], bytes | None],
     max_attempts: int = 200,

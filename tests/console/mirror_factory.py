@@ -1,4 +1,4 @@
-"""Mirror rows for page tests, written straight to the database (as `tables.sync` would).
+"""Mirror rows for page tests, written straight to the database (as `tables.mirror.sync` would).
 
 Each helper takes the fields a test cares about and fills the rest with plausible values.
 `cluster(tables=N, partitions=P)` builds a whole small cluster in bulk.

@@ -106,7 +106,7 @@ def test_a_wrong_password_is_refused(page, live_server, django_user_model):
 
 def test_bulk_pause_previews_then_applies(page, live_server, servers, topic, zk, django_user_model):
     """The Tables page's bulk form: a dry run lists the tenant's tables; Apply pauses them."""
-    from tables.controller import context
+    from tables.cluster import context
     from tables.controller.resources import ResourceManager
     from tables.domain.idealstate import pause_state
     from tables.models import AuditEntry

@@ -7,7 +7,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.idealstate import consuming_segments, pause_state
 from tables.models import AuditEntry

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.security import cluster_token
 from tables.segments.segment_format import (

@@ -16,7 +16,9 @@ from django.test import Client
 
 from console.api import completion
 from monitoring.controller_metrics import DEFINITIONS, REFUSED_COUNTER
-from tables.controller import builds, completion_trust, context
+from tables import builds
+from tables.cluster import context
+from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_trust import Cause, refusal_counter_name
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name

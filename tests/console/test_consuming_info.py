@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.server.admin import AdminServer
 from tables.server.instance import ServerInstance

@@ -14,8 +14,8 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from tables.controller import context
-from tables.controller.errors import BadRequest
+from tables.cluster import context
+from tables.cluster.errors import BadRequest
 from tables.controller.force_commit import (
     MAX_JOBS,
     BatchConfig,

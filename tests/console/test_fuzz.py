@@ -25,7 +25,7 @@ from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 
 from console.api.schema_generator import COMPLETION_ENDPOINTS, PinotSchemaGenerator
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.table_config import switch_stream_type
 from tables.security import cluster_token

@@ -12,7 +12,7 @@ import threading
 import pytest
 from rest_framework.test import APIClient
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.force_commit import ForceCommitManager
 from tables.controller.llc import CommittingSegment, LLCSegmentManager
 from tables.controller.pause import PauseManager

@@ -188,6 +188,11 @@ def _pauseless(rest: dict) -> dict:
     return rest
 
 
+def _pauseless_with_peer_download(rest: dict) -> dict:
+    rest["segmentsConfig"]["peerSegmentDownloadScheme"] = "http"
+    return _pauseless(rest)
+
+
 def _renamed(rest: dict) -> dict:
     rest["tableName"] = "github__events"
     return rest
@@ -211,6 +216,7 @@ def _other_schema(rest: dict) -> dict:
 
 INVALID = {
     "pauseless without peer download": (_pauseless, "peerSegmentDownloadScheme"),
+    "pauseless": (_pauseless_with_peer_download, "pauseless commits are not available yet"),
     "name with __": (_renamed, "must not contain '__'"),
     "missing schema": (_other_schema, "schema noSuchSchema not found"),
     "unknown stream type": (_unknown_stream, "stream type 'pulsar'"),
@@ -227,6 +233,28 @@ def test_invalid_tables_get_400_and_change_nothing(api, servers, topic, zk, case
     assert resp.status_code == 400, resp.content
     assert reason in resp.json()["error"]
     assert snapshot(zk) == before
+
+
+def test_pauseless_is_refused_on_create_and_update_and_changes_nothing(api, servers, topic, zk):
+    # Until pauseless commits exist such a table would never commit: a 400 with the reason instead.
+    reason = "pauseless commits are not available yet"
+    assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
+    before = snapshot(zk)
+    resp = api.post("/tables", _pauseless_with_peer_download(github_table(topic)), format="json")
+    assert resp.status_code == 400, resp.content
+    assert reason in resp.json()["error"]
+    assert snapshot(zk) == before
+
+    assert api.post("/tables", github_table(topic), format="json").status_code == 200
+    before = snapshot(zk)
+    for name in ("githubEvents", "githubEvents_REALTIME"):
+        changed = _pauseless_with_peer_download(github_table(topic))
+        resp = api.put(f"/tables/{name}", changed, format="json")
+        assert resp.status_code == 400, resp.content
+        assert reason in resp.json()["error"]
+    assert snapshot(zk) == before
+    stored = api.get("/tables/githubEvents").json()["REALTIME"]
+    assert stored["ingestionConfig"] == github_table(topic)["ingestionConfig"]
 
 
 def test_malformed_json_is_a_400(api, servers, zk):

@@ -11,7 +11,7 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kombu.exceptions import OperationalError
 
 from console.middleware import StoreUnavailableMiddleware
-from tables.controller.errors import Unavailable
+from tables.cluster.errors import Unavailable
 from tables.streams import StreamUnavailable
 from tables.zk.client import ZooKeeperUnavailable
 

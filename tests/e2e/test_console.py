@@ -29,7 +29,7 @@ from django.conf import settings
 from kazoo.client import KazooClient
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.models import AuditEntry, PartitionStatus

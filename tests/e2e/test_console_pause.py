@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.idealstate import consuming_segments
 from tables.models import AuditEntry

@@ -15,7 +15,7 @@ import signal
 
 import pytest
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tests.cluster_fixtures import PATHS, load

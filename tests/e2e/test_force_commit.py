@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.redisconn import get_redis

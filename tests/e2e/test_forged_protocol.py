@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from django.conf import settings
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_trust import Cause
 from tables.domain.names import LLCSegmentName

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tests.cluster_fixtures import load
 from tests.ingest_cluster import admin_get, all_committed, produce, table_config, verify_rows

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.segment_metadata import SegmentStatus
 from tables.redisconn import get_redis

@@ -23,7 +23,7 @@ from django.conf import settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.idealstate import InstanceState, pause_state
 from tables.domain.names import LLCSegmentName

@@ -281,7 +281,7 @@ def test_a_deleted_table_leaves_no_series(client, cluster_mirror) -> None:
     durable counters (which outlive the table in the database)."""
     before = scrape(client)
     assert 'table="githubEvents"' in before
-    MirroredTable.objects.filter(raw_name="githubEvents").delete()  # as tables.sync does
+    MirroredTable.objects.filter(raw_name="githubEvents").delete()  # as tables.mirror.sync does
     after = scrape(client)
     assert 'table="githubEvents"' not in after
     got = samples(after)

@@ -16,7 +16,8 @@ import pytest
 from celery.exceptions import TimeoutError as CeleryTimeout
 from rest_framework.test import APIClient
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.table_config import switch_stream_type
 from tables.models import DurableCounter, Job

@@ -12,9 +12,9 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from tables import live_state
-from tables.controller import context
-from tables.controller.demo import recreate_topic
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
+from tables.demo.seed import recreate_topic
 from tables.domain.segment_metadata import SegmentStatus
 from tables.models import DurableCounter
 from tables.redisconn import get_redis

@@ -15,7 +15,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentZKMetadata, new_in_progress

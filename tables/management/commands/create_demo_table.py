@@ -7,7 +7,7 @@ DefaultTenant_REALTIME are live, and fails after `--timeout` seconds. Safe to ru
 producer runs it on every start): an existing table is reported and left alone (exit 0), never
 deleted. Should its Redis topic be gone (Redis lost its data), the topic is recreated empty,
 continuing past every offset the cluster knows of, and the data loss is reported on stderr with
-"DATA LOSS:" lines (see `tables.controller.demo`).
+"DATA LOSS:" lines (see `tables.demo.seed`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tables.controller import context
-from tables.controller.demo import DEFAULT_TOPIC, DemoError, create_demo_table, wait_for_servers
-from tables.controller.errors import ServiceError
+from tables.cluster import context
+from tables.cluster.errors import ServiceError
+from tables.demo.seed import DEFAULT_TOPIC, DemoError, create_demo_table, wait_for_servers
 from tables.redisconn import get_redis
 from tables.streams.base import StreamError
 

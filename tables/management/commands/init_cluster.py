@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tables.controller import context
+from tables.cluster import context
 from tables.domain.leadership import DEFAULT_NUM_PARTITIONS
 from tables.zk.cluster import init_cluster
 

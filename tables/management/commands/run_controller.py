@@ -24,9 +24,8 @@ from django.core.servers.basehttp import (
     WSGIRequestHandler,
     get_internal_wsgi_application,
 )
-from kazoo.exceptions import NodeExistsError
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.externalviews import (
     CONTROLLER_TAG,
     refresh_lead_controller_view,
@@ -35,6 +34,7 @@ from tables.controller.externalviews import (
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.outages import outage_reason
 from tables.zk.cluster import init_cluster
+from tables.zk.errors import NodeExists
 from tables.zk.participants import register_participant
 
 log = logging.getLogger("tables.controller")
@@ -96,7 +96,7 @@ class Command(BaseCommand):
                 register_participant(
                     ctx.client, ctx.paths, instance_id, host, port, [CONTROLLER_TAG]
                 )
-            except NodeExistsError:
+            except NodeExists:
                 if throttle.allow("older-session", time.monotonic())[0]:
                     log.warning(
                         "%s: an older session still holds the live instance; retrying",

@@ -22,7 +22,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from monitoring.server_metrics import server_registry
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.server.admin import AdminServer

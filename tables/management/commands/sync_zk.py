@@ -3,13 +3,13 @@
     manage.py sync_zk              # once
     manage.py sync_zk --every 5    # every 5 s until SIGTERM/SIGINT (instead of beat's schedule)
 
-What the beat task `tables.sync_mirror` does every MIRROR_SYNC_SECONDS (`tables.sync.sync_cluster`),
-in the foreground: prints tables seen/changed/deleted, segment metadata read, partitions,
-ZooKeeper requests and round trips, and the duration. Once: exits non-zero (CommandError) when the
-sync failed as a whole (e.g. the cluster is not initialised); tables that could not be read are
-listed but do not fail the command. With `--every`, a sync that fails because ZooKeeper is away is
-retried with back-off (the interval doubling up to 30 s), printed at most once a minute; any other
-error ends the command.
+What the beat task `tables.sync_mirror` does every MIRROR_SYNC_SECONDS
+(`tables.mirror.sync.sync_cluster`), in the foreground: prints tables seen/changed/deleted,
+segment metadata read, partitions, ZooKeeper requests and round trips, and the duration. Once:
+exits non-zero (CommandError) when the sync failed as a whole (e.g. the cluster is not
+initialised); tables that could not be read are listed but do not fail the command. With
+`--every`, a sync that fails because ZooKeeper is away is retried with back-off (the interval
+doubling up to 30 s), printed at most once a minute; any other error ends the command.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tables.controller import context
-from tables.controller.errors import ServiceError
+from tables.cluster import context
+from tables.cluster.errors import ServiceError
 from tables.domain.backoff import Backoff, LogThrottle
+from tables.mirror.sync import SyncReport, sync_cluster
 from tables.outages import outage_reason
-from tables.sync import SyncReport, sync_cluster
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ gap of exactly that range. Repeatable.
 
 Prints a summary line, then each problem and each note, one line each; exits non-zero (a
 CommandError) on any gap, overlap, missing or duplicated row. The checks live in
-`tables.domain.ledger`; `tables.controller.ledger` gathers their inputs.
+`tables.domain.ledger`; `tables.ledger` gathers their inputs.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tables.controller import context
-from tables.controller.errors import ServiceError
-from tables.controller.ledger import verify_table
+from tables.cluster import context
+from tables.cluster.errors import ServiceError
 from tables.domain.ledger import LostRange
+from tables.ledger import verify_table
 from tables.streams.base import StreamError
 from tables.streams.producer import DEFAULT_KEY_FIELD
 

@@ -16,6 +16,7 @@ from tables.domain.flush import (
     DefaultFlushThresholdUpdater,
     FixedFlushThresholdUpdater,
     SegmentSizeBasedFlushThresholdUpdater,
+    flush_settings,
     flush_threshold_time_ms,
     make_updater,
     parse_period_ms,
@@ -299,3 +300,22 @@ def test_it_learns_from_pre_commit_rows_after_compaction():
     assert (plain.rows, plain.size_for_ratio) == (400_000, 100 * MIB)
     no_docs = _stats(0, 100 * MIB, 500_000, pre_commit_rows=300_000)
     assert (no_docs.rows, no_docs.size_for_ratio) == (300_000, 100 * MIB)
+
+
+def test_flush_settings_compare_parsed_values() -> None:
+    autotune = {FLUSH_THRESHOLD_ROWS: "0", FLUSH_THRESHOLD_SEGMENT_SIZE: "200M"}
+    base = flush_settings({**autotune, FLUSH_THRESHOLD_TIME: "1h"})
+    # the same thresholds spelled otherwise, or unrelated keys: the same settings
+    assert flush_settings({**autotune, FLUSH_THRESHOLD_TIME: "60m"}) == base
+    assert flush_settings({**autotune, FLUSH_THRESHOLD_TIME: str(HOUR_MS), "x": "y"}) == base
+    # any threshold that shapes the updater: other settings
+    for key, value in [
+        (FLUSH_THRESHOLD_ROWS, "1000"),
+        (FLUSH_THRESHOLD_SEGMENT_ROWS, "1000"),
+        (FLUSH_THRESHOLD_SEGMENT_SIZE, "100M"),
+        (FLUSH_THRESHOLD_TIME, "2h"),
+        (FLUSH_THRESHOLD_VARIANCE_FRACTION, "0.1"),
+        (FLUSH_AUTOTUNE_INITIAL_ROWS, "5000"),
+    ]:
+        changed = {**autotune, FLUSH_THRESHOLD_TIME: "1h", key: value}
+        assert flush_settings(changed) != base, key

@@ -11,6 +11,7 @@ import pytest
 
 from tables.domain.schema import Schema, parse_schema
 from tables.domain.table_config import (
+    PAUSELESS_NOT_AVAILABLE,
     SECTION_KEYS,
     TableConfig,
     TableConfigError,
@@ -487,6 +488,29 @@ def test_pauseless_replicated_needs_peer_scheme() -> None:
     # replication 1 pauseless without a scheme is allowed (Pinot only warns)
     segments(data)["replication"] = "1"
     assert parse_table_config(data).pauseless_enabled
+
+
+def test_pauseless_is_refused_for_write_until_pauseless_commits_exist() -> None:
+    # Pinot accepts it (above), but this controller cannot commit such a table yet.
+    data = example()
+    with pytest.raises(TableConfigError) as info:
+        parse_table_config(data, for_write=True)
+    assert info.value.problems == [PAUSELESS_NOT_AVAILABLE]
+    assert "pauseless commits are not available yet" in str(info.value)
+    # listed together with Pinot's own pauseless rule, which stays reachable
+    del segments(data)["peerSegmentDownloadScheme"]
+    with pytest.raises(TableConfigError) as info:
+        parse_table_config(data, for_write=True)
+    assert info.value.problems == [PEER_MESSAGE, PAUSELESS_NOT_AVAILABLE]
+    # the same config without pauseless is fine to write
+    data = simple()
+    assert not parse_table_config(data, for_write=True).pauseless_enabled
+
+
+def test_a_stored_pauseless_config_still_reads_back_as_pauseless() -> None:
+    # A table made by a real Pinot is read from ZooKeeper and shown as it is.
+    record = table_config_to_znrecord(parse_table_config(EXAMPLE))
+    assert table_config_from_znrecord(record).pauseless_enabled
 
 
 def test_pauseless_flag_must_be_boolean() -> None:

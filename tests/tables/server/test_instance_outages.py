@@ -17,7 +17,8 @@ import pytest
 from django.conf import settings
 from kazoo.client import KazooClient
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.server.consumer import Phase
 from tables.server.instance import ServerInstance

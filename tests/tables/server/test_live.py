@@ -23,8 +23,8 @@ import pytest
 import redis
 from django.conf import settings
 
-from tables import live_state
-from tables.controller import builds, context
+from tables import builds, live_state
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.redisconn import get_redis

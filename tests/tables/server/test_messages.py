@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tables.controller import builds, context
+from tables import builds
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_response import Response, Status
 from tables.domain.idealstate import with_paused_partitions

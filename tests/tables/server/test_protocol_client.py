@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import pytest
 from django.conf import settings
 
-from tables.controller import context
-from tables.controller.context import ClusterContext
-from tables.controller.leadership import lead_controller_for
+from tables.cluster import context
+from tables.cluster.context import ClusterContext
+from tables.cluster.leadership import lead_controller_for
 from tables.controller.resources import ResourceManager
 from tables.domain.externalview import lead_controller_view
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition

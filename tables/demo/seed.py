@@ -34,18 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from kazoo.exceptions import KazooException, NoNodeError
 
 from tables import live_state
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import Conflict, NotFound, Unavailable
+from tables.controller.resources import ResourceManager
 from tables.domain.ledger import parse_offset
 from tables.domain.table_config import TableConfig, parse_table_config, switch_stream_type
+from tables.ledger import segment_ranges
 from tables.streams.redis_streams import DEFAULT_KEY_PREFIX, FIRST_OFFSET, RedisTopicAdmin
 from tables.zk.cluster import is_initialised
-
-from .context import ClusterContext
-from .errors import Conflict, NotFound, Unavailable
-from .ledger import segment_ranges
-from .resources import ResourceManager
+from tables.zk.errors import NoNode, ZooKeeperError
 
 __all__ = [
     "DEMO_DIR",
@@ -62,7 +61,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+DEMO_DIR = Path(__file__).resolve().parent
 SCHEMA_FILE = DEMO_DIR / "githubEvents_schema.json"
 TABLE_CONFIG_FILE = DEMO_DIR / "githubEvents_realtime_table_config.json"
 DEFAULT_TOPIC = "githubEvents"
@@ -100,7 +99,7 @@ def live_tagged_servers(ctx: ClusterContext, tag: str) -> list[str]:
     """Instances whose config carries `tag` and that have a live instance, sorted."""
     try:
         live = set(ctx.client.get_children(ctx.paths.liveinstances))
-    except NoNodeError:
+    except NoNode:
         return []
     return [i for i in ResourceManager(ctx).tagged_instances(tag) if i in live]
 
@@ -126,7 +125,7 @@ def wait_for_servers(
                 seen = f"{len(servers)} of {count} servers tagged {tag} live"
                 if servers:
                     seen += f" ({', '.join(servers)})"
-        except (Unavailable, KazooException) as exc:
+        except (Unavailable, ZooKeeperError) as exc:
             seen, servers = f"ZooKeeper not answering: {exc}", []
         if len(servers) >= count:
             progress(seen)
@@ -212,7 +211,7 @@ def resume_offsets(
     latest = dict(read)
     try:
         servers = sorted(set(ctx.client.get_children(ctx.paths.liveinstances)))
-    except NoNodeError:
+    except NoNode:
         servers = []
     published = live_state.read_all(client, ctx.paths.cluster, servers) if servers else {}
     for items in published.values():

@@ -1,4 +1,4 @@
-"""The ZooKeeper -> database mirror (tables.sync) against the real ZooKeeper and Redis."""
+"""The ZooKeeper -> database mirror (tables.mirror.sync) against the real ZooKeeper and Redis."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tables import live_state
-from tables.controller.context import ClusterContext
+from tables.cluster.context import ClusterContext
 from tables.controller.llc import CommittingSegment, LLCSegmentManager
 from tables.controller.resources import ResourceManager
 from tables.domain.idealstate import PauseState, with_pause_state, with_paused_partitions
 from tables.domain.leadership import lead_partition
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord
+from tables.mirror.sync import sync_cluster
 from tables.models import (
     ConsumptionSample,
     LeadControllerPartition,
@@ -25,7 +26,6 @@ from tables.models import (
     MirrorState,
     PartitionStatus,
 )
-from tables.sync import sync_cluster
 from tables.zk import codec
 from tables.zk.records import create_record, read_record, update_record
 from tests.cluster_fixtures import PATHS, SERVERS, load

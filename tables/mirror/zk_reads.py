@@ -1,10 +1,11 @@
-"""Pipelined ZooKeeper reads for the mirror (`tables.sync`), with the counts the SyncReport shows.
+"""Pipelined ZooKeeper reads for the mirror (`tables.mirror.sync`), with the counts the
+SyncReport shows.
 
 Contract:
-- A `Batch` collects asynchronous requests (get, get_children, a version probe) on one kazoo
-  client and hands back a `Pending` per request; nothing blocks until a `Pending.result()` is
-  called, so a batch of N requests costs one pipelined round trip, not N. `Batch.wait()` counts
-  that round trip.
+- A `Batch` collects asynchronous requests (get, get_children, a version probe) on one
+  `ZooKeeperStore` (`tables.zk.zookeeper`) and hands back a `Pending` per request; nothing blocks
+  until a `Pending.result()` is called, so a batch of N requests costs one pipelined round trip,
+  not N. `Batch.wait()` counts that round trip.
 - `Batch.get` resolves to `Znode(data, version, mtime_ms)` or None when the znode is missing;
   `Batch.children` to a list or None when the parent is missing.
 - `Batch.probe(checks)` asks whether every `(path, version)` still holds, in ONE request: a
@@ -20,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from tables.zk.errors import NoNode
+from tables.zk.zookeeper import ZooKeeperStore
 
 __all__ = ["Batch", "Pending", "ReadCounters", "Znode"]
 
@@ -61,7 +62,7 @@ class Pending(Generic[T]):
 def _get(async_result: Any) -> Znode | None:
     try:
         data, stat = async_result.get()
-    except NoNodeError:
+    except NoNode:
         return None
     return Znode(data or b"", stat.version, stat.mtime)
 
@@ -69,12 +70,12 @@ def _get(async_result: Any) -> Znode | None:
 def _children(async_result: Any) -> list[str] | None:
     try:
         return list(async_result.get())
-    except NoNodeError:
+    except NoNode:
         return None
 
 
 class Batch:
-    def __init__(self, client: KazooClient, counters: ReadCounters) -> None:
+    def __init__(self, client: ZooKeeperStore, counters: ReadCounters) -> None:
         self.client = client
         self.counters = counters
         self._pending: list[Pending[Any]] = []

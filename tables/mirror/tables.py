@@ -1,5 +1,5 @@
 """The mirror of changed tables: IdealState, ExternalView, table config and segment metadata ->
-MirroredTable and MirroredSegment rows (part of `tables.sync`).
+MirroredTable and MirroredSegment rows (part of `tables.mirror.sync`).
 
 Contract:
 - `sync_changed_tables` is given the tables whose znode versions moved (or that are new to the
@@ -13,7 +13,7 @@ Contract:
   decoded is mirrored without metadata and reported in `warnings`.
 - It returns, per synced table, the `TableShape` that partition triage needs (consuming / latest
   segment and replica states per stream partition).
-Table health, lags and `last_synced` of unchanged rows are `tables.sync`'s business.
+Table health, lags and `last_synced` of unchanged rows are `tables.mirror.sync`'s business.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import models, transaction
-from kazoo.client import KazooClient
 
 from tables.domain import triage
 from tables.domain.flush import (
@@ -49,10 +48,11 @@ from tables.domain.names import (
 from tables.domain.segment_metadata import CUSTOM_MAP, SegmentZKMetadata, is_completed
 from tables.domain.table_config import TableConfig, table_config_from_znrecord
 from tables.domain.znrecord import ZNRecord
+from tables.mirror.zk_reads import Batch, ReadCounters, Znode
 from tables.models import MirroredSegment, MirroredTable
-from tables.sync_reads import Batch, ReadCounters, Znode
 from tables.zk import codec
 from tables.zk.paths import ClusterPaths
+from tables.zk.zookeeper import ZooKeeperStore
 
 __all__ = ["CHUNK_TABLES", "ChangedResult", "PartitionShape", "TableShape", "sync_changed_tables"]
 
@@ -290,7 +290,7 @@ def _shape(ideal_map: Mapping[str, Mapping[str, str]], ev_map: Mapping[str, Mapp
 
 
 def _read_chunk(
-    client: KazooClient, paths: ClusterPaths, names: Sequence[str], counters: ReadCounters
+    client: ZooKeeperStore, paths: ClusterPaths, names: Sequence[str], counters: ReadCounters
 ) -> dict[str, tuple[Znode | None, Znode | None, Znode | None]]:
     batch = Batch(client, counters)
     pending = {
@@ -320,7 +320,7 @@ def _decode_table(name: str, znodes: tuple[Znode | None, Znode | None, Znode | N
 
 
 def sync_changed_tables(
-    client: KazooClient,
+    client: ZooKeeperStore,
     paths: ClusterPaths,
     names: Sequence[str],
     existing: dict[str, MirroredTable],
@@ -346,7 +346,7 @@ def sync_changed_tables(
 
 
 def _sync_chunk(
-    client: KazooClient,
+    client: ZooKeeperStore,
     paths: ClusterPaths,
     reads: list[_Read],
     existing: dict[str, MirroredTable],

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tables.controller import context
+from tables.cluster import context
 from tables.controller.resources import ResourceManager
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord

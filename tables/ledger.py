@@ -31,10 +31,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tables.controller.builds import deep_store
-from tables.controller.context import ClusterContext
-from tables.controller.errors import NotFound
-from tables.controller.resources import ResourceManager
+from tables.builds import deep_store
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
+from tables.cluster.reads import ClusterReader
 from tables.domain import pause
 from tables.domain.ledger import (
     LedgerReport,
@@ -76,7 +76,7 @@ def _message_key(value: bytes, key_field: str) -> str | None:
 
 
 def segment_ranges(
-    manager: ResourceManager, table: str
+    manager: ClusterReader, table: str
 ) -> tuple[list[SegmentRange], dict[str, SegmentZKMetadata], list[str]]:
     """(the LLC segments' ranges, their metadata by name, the names that are not LLC names)."""
     ranges: list[SegmentRange] = []
@@ -227,7 +227,7 @@ def verify_table(
     store: DeepStore | None = None,
 ) -> LedgerReport:
     """Check `table`'s ledger (see the module docstring)."""
-    manager = ResourceManager(ctx)
+    manager = ClusterReader(ctx)
     config = manager.get_table_config(table)
     ranges, metadata, others = segment_ranges(manager, table)
     lost = list(lost) + declared_skips(ranges, metadata)

@@ -1,5 +1,11 @@
-"""What a service needs from its process: the ZooKeeper client, the cluster paths, the clock and
-the settings it reads. Built once per call from Django settings; tests build their own."""
+"""What a service needs from its process: the ZooKeeper store, the cluster paths, the clock and
+the settings it reads. Built once per call from Django settings; tests build their own.
+
+Contract: `ClusterContext.client` is a store (`tables.zk.interface.ZkStore`) whose errors are the
+project's (`tables.zk.errors`). A bare ZooKeeper client given in its place (tests build contexts
+from the `zk` fixture) is wrapped in a `ZooKeeperStore` on construction, so services only ever see
+the project's errors.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from kazoo.client import KazooClient
 
 from tables.zk.client import ZooKeeperUnavailable, get_client
+from tables.zk.interface import ZkStore
 from tables.zk.paths import ClusterPaths
+from tables.zk.zookeeper import as_store
 
 from .errors import Unavailable
 
@@ -24,10 +31,13 @@ def _now_ms() -> int:
 
 @dataclass(frozen=True)
 class ClusterContext:
-    client: KazooClient
+    client: ZkStore
     paths: ClusterPaths
     redis_url: str
     now_ms: Callable[[], int] = field(default=_now_ms)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "client", as_store(self.client))
 
 
 def current() -> ClusterContext:

@@ -16,13 +16,13 @@ Contract:
   instances + lead controller), whatever the number of tables, and reads no segment metadata.
   Known limit: a table deleted and re-created between two syncs whose three znodes come back at
   the very versions mirrored (e.g. all still 0) is not noticed until one of them changes.
-  Changed and new tables are read as `tables.sync_tables` describes (segment metadata only for
+  Changed and new tables are read as `tables.mirror.tables` describes (segment metadata only for
   new/changed/not-DONE segments).
 - Every sync also refreshes instances (CONFIGS/PARTICIPANT + LIVEINSTANCES), the
   leadControllerResource partitions (MASTER from its ExternalView, tables by the murmur2 hash),
   PartitionStatus from the servers' live state in Redis and the triage
-  (`tables.sync_partitions`), and sets `last_synced = now` on every mirrored row it confirmed, with
-  one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+  (`tables.mirror.partitions`), and sets `last_synced = now` on every mirrored row it confirmed,
+  with one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
 - A second `sync_cluster` can run concurrently only by mistake (the beat entry expires before the
   next run); it would do the same writes.
 """
@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import transaction
 
 from tables import live_state
-from tables.controller.context import ClusterContext
+from tables.cluster.context import ClusterContext
 from tables.controller.llc import (
     DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS,
     MAX_SEGMENT_COMPLETION_TIME_KEY,
@@ -48,6 +48,10 @@ from tables.domain import triage
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import raw_table_name, table_type_of
 from tables.domain.znrecord import ZNRecord
+from tables.mirror.partitions import live_index, sync_partitions
+from tables.mirror.read_model import MIRROR_NAME
+from tables.mirror.tables import DB_CHUNK, chunks, sync_changed_tables
+from tables.mirror.zk_reads import Batch, Pending, ReadCounters, Znode
 from tables.models import (
     LeadControllerPartition,
     MirroredInstance,
@@ -57,16 +61,12 @@ from tables.models import (
     PartitionStatus,
 )
 from tables.redisconn import get_redis
-from tables.sync_partitions import live_index, sync_partitions
-from tables.sync_reads import Batch, Pending, ReadCounters, Znode
-from tables.sync_tables import DB_CHUNK, chunks, sync_changed_tables
 from tables.zk import codec
 
-__all__ = ["MIRROR_NAME", "ClusterMissing", "SyncReport", "sync_cluster", "thresholds"]
+__all__ = ["ClusterMissing", "SyncReport", "sync_cluster", "thresholds"]
 
 log = logging.getLogger(__name__)
 
-MIRROR_NAME = "zk"
 INSTANCE_KINDS = {
     "Server_": "SERVER",
     "Controller_": "CONTROLLER",

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kazoo.exceptions import NoNodeError
-
 from tables.domain.leadership import (
     DEFAULT_NUM_PARTITIONS,
     LEAD_CONTROLLER_RESOURCE,
@@ -17,6 +15,7 @@ from tables.domain.leadership import (
     partition_name,
 )
 from tables.domain.names import raw_table_name, table_type_of
+from tables.zk.errors import NoNode
 from tables.zk.records import read_record
 
 from .context import ClusterContext
@@ -83,7 +82,7 @@ def _table_resources(ctx: ClusterContext) -> list[str]:
     """The tables (with type) that have an IdealState, as Pinot's getAllTables lists them."""
     try:
         names = ctx.client.get_children(ctx.paths.idealstates)
-    except NoNodeError:
+    except NoNode:
         return []
     return sorted(n for n in names if table_type_of(n) is not None)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from tables.controller.context import ClusterContext
-from tables.controller.errors import NotFound
-from tables.controller.resources import ResourceManager
+from tables.cluster.context import ClusterContext
+from tables.cluster.errors import NotFound
+from tables.cluster.reads import ClusterReader
 from tables.domain.names import LLCSegmentName, raw_table_name
 from tables.domain.table_config import TableConfig
 from tables.models import DurableCounter, Job
@@ -75,7 +75,7 @@ def deep_store() -> DeepStore:
     return DeepStore.from_uri(settings.DEEP_STORE_URI, **options)
 
 
-def _creation_time_ms(manager: ResourceManager, table: str, segment: str, now_ms: int) -> int:
+def _creation_time_ms(manager: ClusterReader, table: str, segment: str, now_ms: int) -> int:
     """Pinot's `segment.creation.time` of a realtime segment: when its consuming segment was
     created (its ZK metadata), else the time in its LLC name. Stable, so a rebuild is identical."""
     try:
@@ -92,7 +92,7 @@ def _request(
     ctx: ClusterContext, table: str, segment: str, start: int, end: int
 ) -> tuple[BuildRequest, TableConfig]:
     """The build request for `segment`, and the table config it was made from."""
-    manager = ResourceManager(ctx)
+    manager = ClusterReader(ctx)
     config = manager.get_table_config(table)
     schema = manager.get_schema(config.schema_name)
     request = BuildRequest(

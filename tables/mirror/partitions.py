@@ -1,4 +1,4 @@
-"""PartitionStatus, ConsumptionSample and table health of the mirror (part of `tables.sync`).
+"""PartitionStatus, ConsumptionSample and table health of the mirror (part of `tables.mirror.sync`).
 
 Contract:
 - `live_index` turns what the servers published to Redis (`tables.live_state.read_all`) into
@@ -15,12 +15,12 @@ Contract:
   replicas' published since-times (`phaseSinceMs`, `completingSinceMs`) are kept in `replicas`,
   so pages recount a commit's duration at render time.
 - Each table's health (`triage.table_health`), max lags and rows/s are rolled up from its
-  partitions and its segment counts, with `mirror_flags.never_committed_reasons` (tables
+  partitions and its segment counts, with `flags.never_committed_reasons` (tables
   whose segments are all CONSUMING, rows arriving: one query for their first segments); only
   changed rows are written.
 - One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
   older than `retention_s` are pruned.
-`last_synced` of unchanged rows is set by `tables.sync` in one UPDATE per model.
+`last_synced` of unchanged rows is set by `tables.mirror.sync` in one UPDATE per model.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any
 
 from tables.domain import triage
 from tables.live_state import PartitionLive
-from tables.mirror_flags import never_committed_reasons
+from tables.mirror.flags import never_committed_reasons
+from tables.mirror.tables import DB_CHUNK, PartitionShape, TableShape, chunks, rewrite_rows
 from tables.models import (
     HEALTH_RANK,
     ConsumptionSample,
@@ -40,7 +41,6 @@ from tables.models import (
     MirroredTable,
     PartitionStatus,
 )
-from tables.sync_tables import DB_CHUNK, PartitionShape, TableShape, chunks, rewrite_rows
 
 __all__ = ["PartitionResult", "live_index", "sync_partitions"]
 

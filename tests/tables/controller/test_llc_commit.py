@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tables.controller.context import ClusterContext
+from tables.cluster.context import ClusterContext
 from tables.controller.llc import CommitRejected, CommittingSegment, LLCSegmentManager
 from tables.controller.resources import ResourceManager
 from tables.domain.flush import CommittedSegmentStats, make_updater
