@@ -9,7 +9,7 @@ Contract:
   `get_children_async`, `exists_async` (pipelined reads), `lock(path, identifier)` (kazoo's Lock
   recipe; `acquire` raises `LockTimeout`), the session (`client_id`, `connected`) and `stop` /
   `close` for the owner of the client.
-- `as_store(client)` wraps a kazoo client or a proxy of one (a store is returned as it is);
+- `as_store(client)` wraps a kazoo client (a store is returned as it is);
   `raw(store)` gives the kazoo client back, for the recipes inside `tables.zk` (watches, locks,
   listeners).
 """
@@ -155,13 +155,8 @@ class ZooKeeperStore:
 
 
 def as_store(client: Any) -> Any:
-    """`client` as a store: a kazoo client (or a proxy of one: anything offering kazoo's `Lock`
-    recipe, as tests' counting wrappers do) wrapped in a `ZooKeeperStore`, any store as it is."""
-    if isinstance(client, ZooKeeperStore):
-        return client
-    if isinstance(client, KazooClient) or hasattr(client, "Lock"):
-        return ZooKeeperStore(client)
-    return client
+    """`client` as a store: a kazoo client wrapped in a `ZooKeeperStore`, any store as it is."""
+    return ZooKeeperStore(client) if isinstance(client, KazooClient) else client
 
 
 def raw(client: Any) -> KazooClient:

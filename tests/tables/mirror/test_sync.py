@@ -28,6 +28,7 @@ from tables.models import (
 )
 from tables.zk import codec
 from tables.zk.records import create_record, read_record, update_record
+from tables.zk.zookeeper import ZooKeeperStore
 from tests.cluster_fixtures import PATHS, SERVERS, load
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
@@ -74,7 +75,7 @@ def counting(zk):
 
 @pytest.fixture
 def ctx(servers, counting, settings):
-    return ClusterContext(counting, PATHS, settings.REDIS_URL, now_ms=lambda: NOW)
+    return ClusterContext(ZooKeeperStore(counting), PATHS, settings.REDIS_URL, now_ms=lambda: NOW)
 
 
 @pytest.fixture
