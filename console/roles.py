@@ -1,7 +1,8 @@
 """The console's roles, on Django auth groups (created by migration `tables.0003_role_groups`).
 
 - `viewer`: read-only (on-call). Any signed-in account without a role group reads as a viewer.
-- `operator`: also the operator actions (OPERATOR_ACTIONS: pause, resume, force commit, re-ingest).
+- `operator`: also the operator actions (OPERATOR_ACTIONS: pause, resume, force commit, re-ingest,
+  segment reset, running a periodic task such as the healer).
 - `admin`: everything, including user management; superusers are admins.
 The cluster's own processes (Bearer cluster token, `console.api.cluster_auth.ClusterService`) have
 the role `cluster`: read-only.
@@ -27,7 +28,9 @@ __all__ = [
 
 VIEWER, OPERATOR, ADMIN, CLUSTER = "viewer", "operator", "admin", "cluster"
 ROLES = (VIEWER, OPERATOR, ADMIN)
-OPERATOR_ACTIONS = frozenset({"pause", "resume", "force_commit", "reingest", "reset_segment"})
+OPERATOR_ACTIONS = frozenset(
+    {"pause", "resume", "force_commit", "reingest", "reset_segment", "run_periodic_task"}
+)
 ADMIN_ACTIONS = frozenset({"manage_users"})
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from tables.domain.periods import parse_period
+from tables.schedules import DelayedSchedule
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -48,6 +51,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_period(name: str, default: str) -> int:
+    """Whole seconds of a Pinot period string ("30s", "5m", "1h", "1d", "1h30m"; a bare number is
+    seconds); empty, zero or negative: 0 (off)."""
+    raw = os.environ.get(name, default)
+    try:
+        seconds = parse_period(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return max(0, seconds or 0)
 
 
 def env_secret(name: str) -> str | None:
@@ -124,6 +138,31 @@ TRIAGE_IDLE_AFTER_SECONDS = env_float("TRIAGE_IDLE_AFTER_SECONDS", STALLED_AFTER
 TRIAGE_REPORT_GRACE_SECONDS = env_float("TRIAGE_REPORT_GRACE_SECONDS", 30.0)
 # Per-server timeout of the controller's consumingSegmentsInfo fan-out.
 SERVER_ADMIN_TIMEOUT_SECONDS = env_float("SERVER_ADMIN_TIMEOUT_SECONDS", 5.0)
+# A mirror sync that sees a repair due now (tables.mirror.diagnose) requests a healing run of that
+# table (tables.healing_triggers), at most one per table per debounce window.
+HEALING_TRIGGER_FROM_MIRROR = env_bool("HEALING_TRIGGER_FROM_MIRROR", True)
+HEALING_TRIGGER_DEBOUNCE_SECONDS = env_float("HEALING_TRIGGER_DEBOUNCE_SECONDS", 20.0)
+
+# --- fault injection (tests only; tables/faults.py) ----------------------------------------------
+# A directory: a file `<dir>/<point>` makes that point fail once (the file is deleted). Empty: off.
+FAULT_INJECTION_DIR = env_str("FAULT_INJECTION_DIR", "")
+
+# --- the controller's periodic tasks (README: "Healing and status checks", Pinot's keys) --------
+# The healing manager (Pinot's RealtimeSegmentValidationManager) on beat: every period (Pinot's
+# default is 1h; empty or <= 0: not scheduled), the first run this long after beat starts.
+REALTIME_SEGMENT_VALIDATION_FREQUENCY_SECONDS = env_period(
+    "REALTIME_SEGMENT_VALIDATION_FREQUENCY_PERIOD", "5m"
+)
+REALTIME_SEGMENT_VALIDATION_INITIAL_DELAY_SECONDS = max(
+    0.0, env_float("REALTIME_SEGMENT_VALIDATION_INITIAL_DELAY_SECONDS", 60.0)
+)
+SEGMENT_ERROR_AUTO_RESET = env_bool("SEGMENT_ERROR_AUTO_RESET", True)
+PARTIAL_OFFLINE_REPLICA_REPAIR_ENABLED = env_bool("PARTIAL_OFFLINE_REPLICA_REPAIR_ENABLED", False)
+TMP_FILE_RETENTION_SECONDS = max(0, int(env_float("TMP_FILE_RETENTION_SECONDS", 3600)))
+# Pinot's SegmentStatusChecker over the mirror: every period (empty or <= 0: not scheduled);
+# segments changed more recently than the wait are not judged yet (servers are loading them).
+STATUS_CHECKER_FREQUENCY_SECONDS = env_period("STATUS_CHECKER_FREQUENCY_PERIOD", "1m")
+STATUS_CHECKER_WAIT_FOR_PUSH_SECONDS = env_period("STATUS_CHECKER_WAIT_FOR_PUSH_TIME_PERIOD", "10m")
 
 # --- health checks -------------------------------------------------------------------------------
 HEALTH_TIMEOUT_SECONDS = env_float("HEALTH_TIMEOUT_SECONDS", 5.0)
@@ -305,6 +344,24 @@ if MIRROR_SYNC_ON_BEAT:
         "task": "tables.sync_mirror",
         "schedule": MIRROR_SYNC_SECONDS,
         "options": {"expires": MIRROR_SYNC_SECONDS},
+    }
+
+# The controller's periodic tasks; each run expires when the next one is due.
+if REALTIME_SEGMENT_VALIDATION_FREQUENCY_SECONDS > 0:
+    CELERY_BEAT_SCHEDULE["realtime-segment-validation"] = {
+        "task": "tables.realtime_segment_validation",
+        "schedule": DelayedSchedule(
+            REALTIME_SEGMENT_VALIDATION_FREQUENCY_SECONDS,
+            REALTIME_SEGMENT_VALIDATION_INITIAL_DELAY_SECONDS,
+        ),
+        "kwargs": {"trigger": "schedule"},
+        "options": {"expires": REALTIME_SEGMENT_VALIDATION_FREQUENCY_SECONDS},
+    }
+if STATUS_CHECKER_FREQUENCY_SECONDS > 0:
+    CELERY_BEAT_SCHEDULE["segment-status-checker"] = {
+        "task": "tables.segment_status_checker",
+        "schedule": STATUS_CHECKER_FREQUENCY_SECONDS,
+        "options": {"expires": STATUS_CHECKER_FREQUENCY_SECONDS},
     }
 
 LOGGING = {

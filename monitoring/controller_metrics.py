@@ -3,8 +3,9 @@
 Every family is computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
 written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a query is shared),
 never from ZooKeeper itself, with a fixed number of aggregate queries (six, whatever the number of
-tables or partitions), so a scrape stays cheap at 1,000 tables x 16 partitions and works while
-ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows).
+tables or partitions: the status checks are joined to the tables' query), so a scrape stays cheap
+at 1,000 tables x 16 partitions and works while ZooKeeper is down
+(`pinot_console_mirror_age_seconds` then grows).
 
 Families (all defined once, in `DEFINITIONS`):
 
@@ -12,7 +13,15 @@ Families (all defined once, in `DEFINITIONS`):
   `pinot_controller_segmentsInErrorState_Value{table,tableType}` ((segment, replica) pairs in
   ERROR), `..._percentSegmentsAvailable_Value`, `..._tableConsumptionPaused_Value`,
   `..._missingConsumingSegmentTotalCount_Value`, `..._pauselessConsumptionEnabled_Value` and this
-  project's `..._segmentsMissingDownloadUrl_Value`; `table` is the raw name.
+  project's `..._segmentsMissingDownloadUrl_Value`; `table` is the raw name. While the table's
+  last status check (`tables.models.TableStatusCheck`, the SegmentStatusChecker task with Pinot's
+  exact semantics, `tables.domain.status_checks`) is fresh (at most `CHECK_FRESH_PERIODS` of
+  STATUS_CHECKER_FREQUENCY_SECONDS old, 1 min when unscheduled), the gauges it computes take its
+  values; otherwise those of the mirror sync's own counts. The gauges only the checker computes,
+  `..._segmentsWithLessReplicas_Value`, `..._numberOfReplicas_Value`, `..._percentOfReplicas_Value`,
+  `..._missingConsumingSegmentNewPartitionCount_Value` and
+  `..._missingConsumingSegmentMaxDurationMinutes_Value`, are there only for tables with a fresh
+  check (the missing-consuming ones for REALTIME tables whose IdealState has segments).
 - per partition, RealtimeConsumerMonitor's `pinot_controller_maxRecordsLag_Value` and
   `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`, only for
   partitions whose lag is known (`triage.lag_known`: a reporting replica knows its upstream
@@ -26,6 +35,10 @@ Families (all defined once, in `DEFINITIONS`):
   `pinot_controller_llcCompletionCallsRefused_Count{cause}` counts completion calls the lead
   controller refused (`tables.domain.completion_trust.Cause`; one durable counter per cause, every
   cause always sampled).
+  `pinot_controller_controllerPeriodicTaskRun_Count{taskName}` and
+  `..._controllerPeriodicTaskError_Count{taskName}` count the runs and failed runs of the
+  controller periodic tasks (`tables.domain.periods.PERIODIC_TASKS`, each always sampled; Pinot
+  keys these meters by task name).
 - `pinot_controller_LeaderPartitionCount_Value{controller}`: leadControllerResource partitions
   each controller is MASTER of. Pinot exports it per controller process, unlabelled; a scrape of
   the mirror sees every controller at once, hence the `controller` label.
@@ -44,9 +57,10 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
+from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
@@ -54,6 +68,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tables.domain.completion_trust import REFUSED_COUNTER, Cause, refusal_counter_name
 from tables.domain.names import raw_table_name
+from tables.domain.periods import PERIODIC_TASKS, TASK_ERROR_COUNTER, TASK_RUN_COUNTER
 from tables.mirror import read_model
 from tables.models import (
     DurableCounter,
@@ -126,6 +141,37 @@ DEFINITIONS: dict[str, Definition] = {
         "Stream partitions of the realtime table that have no CONSUMING segment in the IdealState.",
         TABLE,
     ),
+    "segmentsWithLessReplicas": _gauge(
+        "pinot_controller_segmentsWithLessReplicas_Value",
+        "Segments with fewer replicas ONLINE or CONSUMING in the ExternalView than in the "
+        "IdealState (Pinot SegmentStatusChecker; segments changed within the wait-for-push time "
+        "are not counted).",
+        TABLE,
+    ),
+    "numberOfReplicas": _gauge(
+        "pinot_controller_numberOfReplicas_Value",
+        "The fewest replicas ONLINE or CONSUMING in the ExternalView over the table's segments "
+        "(Pinot SegmentStatusChecker).",
+        TABLE,
+    ),
+    "percentOfReplicas": _gauge(
+        "pinot_controller_percentOfReplicas_Value",
+        "The lowest percentage of a segment's IdealState replicas that are ONLINE or CONSUMING "
+        "in the ExternalView (Pinot SegmentStatusChecker).",
+        TABLE,
+    ),
+    "missingConsumingSegmentNewPartitionCount": _gauge(
+        "pinot_controller_missingConsumingSegmentNewPartitionCount_Value",
+        "Stream partitions with neither a CONSUMING nor an ONLINE segment in the IdealState "
+        "(new partitions, or a first segment deleted; Pinot MissingConsumingSegmentFinder).",
+        TABLE,
+    ),
+    "missingConsumingSegmentMaxDurationMinutes": _gauge(
+        "pinot_controller_missingConsumingSegmentMaxDurationMinutes_Value",
+        "Minutes the longest-missing partition has been without a CONSUMING segment while rows "
+        "wait in the stream (Pinot MissingConsumingSegmentFinder).",
+        TABLE,
+    ),
     "pauselessConsumptionEnabled": _gauge(
         "pinot_controller_pauselessConsumptionEnabled_Value",
         "1 when the realtime table uses pauseless consumption "
@@ -177,6 +223,18 @@ DEFINITIONS: dict[str, Definition] = {
         "the stream partition's end. The FSM and ZooKeeper were left unchanged.",
         ("cause",),
     ),
+    TASK_RUN_COUNTER: _count(
+        TASK_RUN_COUNTER,
+        "Runs of a controller periodic task (the healing manager, the segment status checker), "
+        "by task name.",
+        ("taskName",),
+    ),
+    TASK_ERROR_COUNTER: _count(
+        TASK_ERROR_COUNTER,
+        "Runs of a controller periodic task that failed (could not list the tables, or a "
+        "table's run failed), by task name.",
+        ("taskName",),
+    ),
     # Cluster.
     "LeaderPartitionCount": _gauge(
         "pinot_controller_LeaderPartitionCount_Value",
@@ -224,15 +282,40 @@ DEFINITIONS: dict[str, Definition] = {
     ),
 }
 
-# Per-table gauges: definition key -> (MirroredTable column, REALTIME tables only).
-TABLE_GAUGES: dict[str, tuple[str, bool]] = {
-    "segmentsInErrorState": ("error_replicas", False),
-    "percentSegmentsAvailable": ("percent_available", False),
-    "segmentsMissingDownloadUrl": ("missing_download_url", False),
-    "tableConsumptionPaused": ("paused", True),
-    "missingConsumingSegmentTotalCount": ("missing_consuming", True),
-    "pauselessConsumptionEnabled": ("pauseless", True),
+
+@dataclass(frozen=True)
+class TableGauge:
+    """Where a per-table gauge comes from: a `MirroredTable` column (the mirror sync's counts)
+    and/or a `TableStatusCheck` column, which wins while the check is fresh (a null there: absent
+    from the check, the mirror's value stands)."""
+
+    mirror: str | None
+    check: str | None
+    realtime_only: bool = False
+
+
+TABLE_GAUGES: dict[str, TableGauge] = {
+    "segmentsInErrorState": TableGauge("error_replicas", "segments_in_error_state"),
+    "percentSegmentsAvailable": TableGauge("percent_available", "percent_segments_available"),
+    "segmentsWithLessReplicas": TableGauge(None, "segments_with_less_replicas"),
+    "numberOfReplicas": TableGauge(None, "number_of_replicas"),
+    "percentOfReplicas": TableGauge(None, "percent_of_replicas"),
+    "segmentsMissingDownloadUrl": TableGauge("missing_download_url", None),
+    "tableConsumptionPaused": TableGauge("paused", "table_consumption_paused", True),
+    "missingConsumingSegmentTotalCount": TableGauge(
+        "missing_consuming", "missing_consuming_total", True
+    ),
+    "missingConsumingSegmentNewPartitionCount": TableGauge(
+        None, "missing_consuming_new_partitions", True
+    ),
+    "missingConsumingSegmentMaxDurationMinutes": TableGauge(
+        None, "missing_consuming_max_minutes", True
+    ),
+    "pauselessConsumptionEnabled": TableGauge("pauseless", None, True),
 }
+# A status check older than this many checker periods is stale: the mirror's counts stand.
+CHECK_FRESH_PERIODS = 3
+
 # Per-partition gauges: definition key -> PartitionStatus column.
 PARTITION_GAUGES: dict[str, str] = {
     "maxRecordsLag": "records_lag",
@@ -245,6 +328,8 @@ COUNTERS: tuple[str, ...] = (
     "llcStreamDataLoss",
     "llcStateMachineAborts",
 )
+# Durable counters keyed by periodic task name (DurableCounter.table holds the task's name).
+TASK_COUNTERS: tuple[str, ...] = (TASK_RUN_COUNTER, TASK_ERROR_COUNTER)
 # Cluster-wide durable counters of refused completion calls, one per cause.
 REFUSAL_COUNTERS: dict[str, Cause] = {refusal_counter_name(cause): cause for cause in Cause}
 
@@ -266,23 +351,38 @@ class ControllerCollector(Collector):
         yield from self._leadership()
         yield from self._mirror()
 
+    def _check_cutoff(self) -> datetime:
+        """Status checks made before this are stale."""
+        period_s = settings.STATUS_CHECKER_FREQUENCY_SECONDS or 60
+        return self.now() - timedelta(seconds=CHECK_FRESH_PERIODS * period_s)
+
     def _tables(self) -> Iterator[Metric]:
-        """Query 1: every table's gauges. Returns the raw names of the REALTIME tables."""
-        columns = [column for column, _ in TABLE_GAUGES.values()]
+        """Query 1: every table's gauges, its status check joined. Returns the raw names of the
+        REALTIME tables."""
+        mirror = [(k, g.mirror) for k, g in TABLE_GAUGES.items() if g.mirror]
+        check = [(k, g.check) for k, g in TABLE_GAUGES.items() if g.check]
         rows = MirroredTable.objects.order_by("raw_name", "table_type").values_list(
-            "raw_name", "table_type", *columns
+            "raw_name",
+            "table_type",
+            "status_check__checked_at",
+            *[column for _, column in mirror],
+            *[f"status_check__{column}" for _, column in check],
         )
+        cutoff = self._check_cutoff()
         families = {key: DEFINITIONS[key].family() for key in TABLE_GAUGES}
         per_type: dict[str, int] = defaultdict(int)
         realtime: list[str] = []
-        for raw, table_type, *values in rows:
+        for raw, table_type, checked_at, *values in rows:
             per_type[table_type] += 1
             if table_type == REALTIME:
                 realtime.append(raw)
-            for (key, (_, realtime_only)), value in zip(TABLE_GAUGES.items(), values, strict=True):
-                if realtime_only and table_type != REALTIME:
-                    continue
-                families[key].add_metric([raw, table_type], float(value))
+            found = dict(zip([key for key, _ in mirror], values[: len(mirror)], strict=True))
+            if checked_at is not None and checked_at >= cutoff:
+                checked = zip([key for key, _ in check], values[len(mirror) :], strict=True)
+                found.update((key, value) for key, value in checked if value is not None)
+            for key, gauge in TABLE_GAUGES.items():
+                if key in found and (table_type == REALTIME or not gauge.realtime_only):
+                    families[key].add_metric([raw, table_type], float(found[key]))
         yield from families.values()
         tables = DEFINITIONS["tables"].family()
         for table_type in sorted({REALTIME, "OFFLINE", *per_type}):
@@ -308,12 +408,15 @@ class ControllerCollector(Collector):
         values: dict[str, dict[str, int]] = {name: dict.fromkeys(realtime, 0) for name in COUNTERS}
         mirrored = set(realtime)
         refused: dict[Cause, int] = dict.fromkeys(Cause, 0)
-        rows = DurableCounter.objects.filter(name__in=(*COUNTERS, *REFUSAL_COUNTERS)).values_list(
-            "name", "table", "value"
-        )
+        tasks = {name: dict.fromkeys(PERIODIC_TASKS, 0) for name in TASK_COUNTERS}
+        names = (*COUNTERS, *REFUSAL_COUNTERS, *TASK_COUNTERS)
+        rows = DurableCounter.objects.filter(name__in=names).values_list("name", "table", "value")
         for name, table, value in rows:
             if name in REFUSAL_COUNTERS:
                 refused[REFUSAL_COUNTERS[name]] += value
+                continue
+            if name in TASK_COUNTERS:  # keyed by task name, not by table
+                tasks[name][table] = tasks[name].get(table, 0) + value
                 continue
             raw = raw_table_name(table)
             if raw and raw not in mirrored:
@@ -334,6 +437,11 @@ class ControllerCollector(Collector):
         for cause in sorted(refused):
             family.add_metric([str(cause)], float(refused[cause]))
         yield family
+        for name in TASK_COUNTERS:
+            family = DEFINITIONS[name].family()
+            for task in sorted(tasks[name]):
+                family.add_metric([task], float(tasks[name][task]))
+            yield family
 
     def _instances(self) -> Iterator[Metric]:
         """Query 4: participants counted by kind and liveness."""

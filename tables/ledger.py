@@ -14,7 +14,11 @@
 - `lost` are the already counted stream losses: they excuse a gap (see the domain module); so do
   the skips a resume recorded in its new segments' metadata (`declared_skips`); the offsets a
   resume from smallest consumed again (`declared_replays`) excuse exactly those overlaps and
-  duplicated rows.
+  duplicated rows. The offsets a consumer found gone from the stream mid-segment, which the
+  committed segment declares in its `custom.map` (`consumption.lostOffsets`, see
+  `declared_losses`), excuse exactly those offsets of that partition (a note each); a
+  declaration that does not parse or is not inside its own segment's range excuses nothing and
+  is a problem.
 
 Raises NotFound for an unknown table; StreamError (no such topic or partition) and Redis errors
 propagate for the caller to report.
@@ -37,6 +41,7 @@ from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
 from tables.domain import pause
 from tables.domain.ledger import (
+    LOST_OFFSETS_KEY,
     LedgerReport,
     LostRange,
     SegmentRange,
@@ -46,6 +51,7 @@ from tables.domain.ledger import (
     check_rows,
     combine,
     parse_offset,
+    parse_offset_ranges,
 )
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
@@ -55,7 +61,15 @@ from tables.segments.segment_format import read_segment
 from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.streams.producer import DEFAULT_KEY_FIELD
 
-__all__ = ["key_text", "read_stream_keys", "segment_ranges", "verify_table"]
+__all__ = [
+    "declared_losses",
+    "declared_replays",
+    "declared_skips",
+    "key_text",
+    "read_stream_keys",
+    "segment_ranges",
+    "verify_table",
+]
 
 FETCH_BATCH = 10_000
 
@@ -210,11 +224,42 @@ def declared_skips(
         if reason == pause.SkipReason.LARGEST:
             why = "were skipped by a resume from largest"
         elif reason == pause.SkipReason.DATA_LOSS:
-            why = "were dropped by the stream before a resume (counted data loss)"
+            why = "were dropped by the stream before they were read (counted data loss)"
         else:
             continue
         found.append(LostRange(segment.partition, skipped_from, start, why))
     return found
+
+
+def declared_losses(
+    ranges: Iterable[SegmentRange], metadata: dict[str, SegmentZKMetadata]
+) -> tuple[list[LostRange], list[str]]:
+    """The offsets each segment declares lost mid-consumption (`consumption.lostOffsets` in its
+    `custom.map`, written at commit), and a problem line for each declaration that does not
+    parse or does not lie inside its own segment's `[start, end)` (those excuse nothing)."""
+    found: list[LostRange] = []
+    problems: list[str] = []
+    why = "were gone from the stream when the segment was consumed (declared data loss)"
+    for segment in ranges:
+        meta = metadata.get(segment.segment)
+        text = (meta.custom_map if meta is not None else {}).get(LOST_OFFSETS_KEY)
+        if not text:
+            continue
+        where = f"partition {segment.partition}: {segment.segment}"
+        try:
+            declared = parse_offset_ranges(text)
+        except ValueError as exc:
+            problems.append(f"{where} declares lost offsets {text!r} that do not parse: {exc}")
+            continue
+        start, end = parse_offset(segment.start_offset), parse_offset(segment.end_offset)
+        if start is None or end is None or not all(start <= a and b <= end for a, b in declared):
+            problems.append(
+                f"{where} declares lost offsets {text!r} outside its range "
+                f"[{segment.start_offset}, {segment.end_offset}): not excused"
+            )
+            continue
+        found.extend(LostRange(segment.partition, a, b, why) for a, b in declared)
+    return found, problems
 
 
 def verify_table(
@@ -231,8 +276,15 @@ def verify_table(
     config = manager.get_table_config(table)
     ranges, metadata, others = segment_ranges(manager, table)
     lost = list(lost) + declared_skips(ranges, metadata)
+    # Mid-segment losses lie inside their segment: they excuse rows, never a gap between segments.
+    losses, bad_declarations = declared_losses(ranges, metadata)
     replayed = declared_replays(ranges, metadata)
     report = check_ranges(ranges, lost, replayed)
+    report.problems.extend(bad_declarations)
+    report.notes.extend(
+        f"partition {loss.partition}: offsets [{loss.start}, {loss.end}) {loss.why}: excused"
+        for loss in losses
+    )
     report.notes.extend(f"{name}: not an LLC segment name, not in the ledger" for name in others)
     if not rows:
         return report
@@ -258,7 +310,9 @@ def verify_table(
                 span_start = min(s.start_offset for s in segments)
                 span_end = max(s.end_offset for s in segments)
                 stream = read_stream_keys(provider, partition, span_start, span_end, key_field)
-                row_reports.append(check_rows(partition, segments, stream, lost, replayed))
+                row_reports.append(
+                    check_rows(partition, segments, stream, [*lost, *losses], replayed)
+                )
     finally:
         provider.close()
     return combine(report, row_reports)

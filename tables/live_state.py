@@ -11,10 +11,11 @@ Hash field `<tableNameWithType>|<segmentName>` -> JSON object (`PartitionLive.to
   recordsLag, availabilityLagMs, lastConsumedMs, rowsConsumed (the partition's count over the
   process life, as Pinot's meter), rowsPerSecond, lostOffsets, updatedMs, phaseSinceMs (when the
   current phase began: it changes only when the phase does, so a duration counted from it never
-  resets while a phase lasts) and completingSinceMs (when the replica left CONSUMING to complete
-  the segment; None while it consumes).
+  resets while a phase lasts), completingSinceMs (when the replica left CONSUMING to complete
+  the segment; None while it consumes) and stoppedReason (why a failed consumer stopped: the reason
+  it sent with segmentStoppedConsuming; None otherwise).
 Offsets are ints (Redis Streams offsets in this project are ints); None when unknown. The two
-since-fields are optional: an entry without them (an older server) reads as None.
+since-fields and stoppedReason are optional: an entry without them (an older server) reads as None.
 
 Readers (`tables.mirror.sync`, the controller's consumingSegmentsInfo) use `read_all`, which costs
 one pipelined round trip for every server of the cluster.
@@ -53,6 +54,7 @@ class PartitionLive:
     updatedMs: int
     phaseSinceMs: int | None = None
     completingSinceMs: int | None = None
+    stoppedReason: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

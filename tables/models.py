@@ -20,14 +20,31 @@ Mirror contract:
   ...) per table, incremented atomically in the database, so they survive worker restarts and are
   shared by every process. `monitoring` exposes them on /metrics.
 - `AuditEntry`: one row per state-changing action, from a page or the API, allowed or refused.
+
+Written by the controller's periodic tasks (`tables.tasks`), read by /api/v1 and /metrics:
+- `HealingRun`: one row per (run, table) of the healing manager (Pinot's
+  RealtimeSegmentValidationManager): its trigger, times, the repairs made, what it waits for, what
+  it skipped, and the error of a run that failed. `record` is idempotent per (run_id, table) (a
+  task delivered twice records once); the newest `RUNS_KEPT_PER_TABLE` runs of a table are kept.
+- `TableStatusCheck`: the last SegmentStatusChecker result of a mirrored table
+  (`tables.domain.status_checks`), one row per table, deleted with the table's mirror row.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 
 from tables.domain import triage
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _moment(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
 
 
 class Job(models.Model):
@@ -137,6 +154,13 @@ class MirroredTable(models.Model):
     health_rank = models.SmallIntegerField(default=0, db_index=True)
     health_reason = models.CharField(max_length=255, blank=True)
     lead_partition = models.IntegerField(null=True)
+    # For the ingestion doctor and mirror-triggered healing (tables.mirror.diagnose): the stream's
+    # partition count (null: unknown) or why it could not be read, and the LLC segment metadata
+    # znodes newer than anything in the IdealState (a commit or repair that stopped before its
+    # IdealState write): [{name, status, startOffset, endOffset, mtimeMs, version}].
+    stream_partitions = models.IntegerField(null=True)
+    stream_error = models.CharField(max_length=255, blank=True)
+    unassigned_segments = models.JSONField(default=list, blank=True)
     # Znode versions the row was built from (-1: the znode did not exist).
     config_version = models.IntegerField(default=-1)
     idealstate_version = models.IntegerField(default=-1)
@@ -300,6 +324,8 @@ class MirrorState(models.Model):
     tables_read = models.IntegerField(default=0, help_text="tables whose znodes changed")
     segments_read = models.IntegerField(default=0)
     error = models.TextField(blank=True)
+    # The cluster config's max.segment.completion.time.millis (null: not set, Pinot's default).
+    max_completion_ms = models.BigIntegerField(null=True)
 
     def __str__(self) -> str:
         return f"mirror {self.name} synced {self.last_synced}"
@@ -363,3 +389,115 @@ class AuditEntry(models.Model):
         elif detail.get("segments"):  # a force commit
             parts.append(f"{len(detail['segments'])} segment(s) to commit")
         return "; ".join(parts)
+
+
+# --- the controller's periodic tasks (written by tables.tasks) ------------------------------------
+
+
+class HealingRun(models.Model):
+    """One run of the healing manager on one table (a `HealingReport`), or its failure."""
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "beat schedule"
+        MIRROR = "mirror", "mirror sync (a repairable state seen)"
+        API = "api", "operator (GET /periodictask/run)"
+
+    RUNS_KEPT_PER_TABLE = 500
+
+    table = models.CharField(max_length=255, help_text="with type: t_REALTIME")
+    run_id = models.CharField(max_length=64, db_index=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    actions = models.JSONField(default=list, blank=True, help_text="repairs made (HealingAction)")
+    action_count = models.IntegerField(default=0)
+    waiting = models.JSONField(default=list, blank=True, help_text="left alone for now, and why")
+    skipped = models.JSONField(default=list, blank=True, help_text="parts of the run not done")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run_id", "table"], name="healing_run_per_table")
+        ]
+        indexes = [models.Index(fields=["table", "-started_at"], name="healing_run_table_time")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.table} {self.action_count} action(s)"
+
+    @classmethod
+    def record(cls, report: dict[str, Any]) -> HealingRun:
+        """Store a `HealingReport.as_dict()` (a failed run: the same keys, with `error`), then
+        prune the table's runs beyond the newest RUNS_KEPT_PER_TABLE."""
+        actions = list(report.get("actions") or [])
+        row, _ = cls.objects.update_or_create(
+            run_id=str(report["runId"])[:64],
+            table=str(report["table"])[:255],
+            defaults={
+                "trigger": str(report["trigger"]),
+                "started_at": _moment(int(report["startedMs"])),
+                "finished_at": _moment(int(report.get("finishedMs") or report["startedMs"])),
+                "actions": actions,
+                "action_count": len(actions),
+                "waiting": list(report.get("waiting") or []),
+                "skipped": list(report.get("skipped") or []),
+                "error": str(report.get("error") or ""),
+            },
+        )
+        cls.prune(row.table)
+        return row
+
+    @classmethod
+    def prune(cls, table: str, keep: int | None = None) -> int:
+        """Delete the runs of `table` older than its newest `keep`; returns how many."""
+        keep = max(1, cls.RUNS_KEPT_PER_TABLE if keep is None else keep)
+        rows = cls.objects.filter(table=table).order_by("-started_at", "-id")
+        oldest_kept = next(iter(rows.values_list("started_at", "id")[keep - 1 : keep]), None)
+        if oldest_kept is None:
+            return 0
+        at, pk = oldest_kept
+        older = Q(started_at__lt=at) | Q(started_at=at, id__lt=pk)
+        deleted, _ = cls.objects.filter(older, table=table).delete()
+        return deleted
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API's shape: the report's keys, times as ISO 8601 and epoch milliseconds."""
+        return {
+            "runId": self.run_id,
+            "table": self.table,
+            "trigger": self.trigger,
+            "startedAt": self.started_at.isoformat(),
+            "finishedAt": self.finished_at.isoformat(),
+            "durationMs": int((self.finished_at - self.started_at).total_seconds() * 1000),
+            "actions": self.actions,
+            "waiting": self.waiting,
+            "skipped": self.skipped,
+            "error": self.error or None,
+        }
+
+
+class TableStatusCheck(models.Model):
+    """The last SegmentStatusChecker result of a table (Pinot's gauge names in the comments)."""
+
+    table = models.OneToOneField(
+        MirroredTable, on_delete=models.CASCADE, related_name="status_check", primary_key=True
+    )
+    checked_at = models.DateTimeField(db_index=True)
+    segments_in_error_state = models.IntegerField(default=0)  # segmentsInErrorState
+    percent_segments_available = models.IntegerField(default=100)  # percentSegmentsAvailable
+    segments_with_less_replicas = models.IntegerField(default=0)  # segmentsWithLessReplicas
+    number_of_replicas = models.IntegerField(default=1)  # numberOfReplicas
+    percent_of_replicas = models.IntegerField(default=100)  # percentOfReplicas
+    table_consumption_paused = models.BooleanField(default=False)  # tableConsumptionPaused
+    # missingConsumingSegment{TotalCount,NewPartitionCount,MaxDurationMinutes}; null: not computed
+    # (not a REALTIME table, or an IdealState without segments, as Pinot leaves them).
+    missing_consuming_total = models.IntegerField(null=True)
+    missing_consuming_new_partitions = models.IntegerField(null=True)
+    missing_consuming_max_minutes = models.BigIntegerField(null=True)
+    stream_known = models.BooleanField(
+        default=False, help_text="the stream's partitions and offsets were read for this check"
+    )
+    details = models.JSONField(default=dict, blank=True, help_text="the segments counted")
+
+    def __str__(self) -> str:
+        return f"status of {self.table_id} at {self.checked_at:%H:%M:%S}"

@@ -94,3 +94,26 @@ def force_commit_batches(**run: object) -> None:
         force_commit_batches.apply_async(
             kwargs=following.as_kwargs(), countdown=following.batch.check_interval_s
         )
+
+
+@shared_task(name="tables.realtime_segment_validation", bind=True, ignore_result=False)
+def realtime_segment_validation(
+    self, table: str | None = None, trigger: str = "schedule", run_id: str | None = None
+) -> dict[str, object]:
+    """Pinot's RealtimeSegmentValidationManager on `table` (raw or with type) or on every REALTIME
+    table: beat (`trigger` "schedule"), the mirror sync ("mirror") or an operator ("api");
+    `tables.periodic_runs.validate` records each table's run (`HealingRun`, by `run_id`: by default
+    `<trigger>-` and the first 8 hex digits of this task's id). Runs on one table never overlap:
+    the healing manager takes a ZooKeeper lock per table."""
+    from tables.periodic_runs import new_run_id, validate
+
+    return validate(table, trigger, run_id or new_run_id(trigger, self.request.id))
+
+
+@shared_task(name="tables.segment_status_checker", ignore_result=False)
+def segment_status_checker(table: str | None = None) -> dict[str, object]:
+    """Pinot's SegmentStatusChecker over the mirror, for every table or `table`
+    (`tables.periodic_runs.check_status`; results in `TableStatusCheck`, shown by /metrics)."""
+    from tables.periodic_runs import check_status
+
+    return check_status(table)

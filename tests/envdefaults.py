@@ -53,6 +53,12 @@ os.environ.update(
         # The session-wide beat must not sync the mirror under tests that write mirror rows
         # themselves; tests of the live mirror run `manage.py sync_zk --every` in their stack.
         "MIRROR_SYNC_ON_BEAT": "false",
+        # Nor heal or check tables on its schedule: tests set up broken states on purpose and run
+        # the tasks themselves (or start processes of their own with these set).
+        "REALTIME_SEGMENT_VALIDATION_FREQUENCY_PERIOD": "",
+        "STATUS_CHECKER_FREQUENCY_PERIOD": "",
+        # Nor on what a mirror sync sees (tests of that turn it on in their settings).
+        "HEALING_TRIGGER_FROM_MIRROR": "false",
     }
 )
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import completion, consuming, force_commit, leader, pause, pinot
+from . import completion, consuming, force_commit, leader, pause, periodic, pinot, segment_reset
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
@@ -21,6 +21,9 @@ urlpatterns = [
     path("schemas", pinot.SchemaList.as_view(), name="schemas"),
     path("leader/tables", leader.LeaderTables.as_view(), name="leader-tables"),
     path("leader/tables/<str:table>", leader.LeaderForTable.as_view(), name="leader-table"),
+    # The controller's periodic tasks (reference round 2 §0.3).
+    path("periodictask/names", periodic.PeriodicTaskNames.as_view(), name="periodictask-names"),
+    path("periodictask/run", periodic.PeriodicTaskRun.as_view(), name="periodictask-run"),
     # Realtime operations (reference §4).
     path(
         "tables/forceCommitStatus/<str:job_id>",
@@ -59,5 +62,10 @@ urlpatterns = [
         "segments/<str:table>/<str:segment>/metadata",
         pinot.SegmentMetadata.as_view(),
         name="segment-metadata",
+    ),
+    path(
+        "segments/<str:table>/<str:segment>/reset",
+        segment_reset.SegmentReset.as_view(),
+        name="segment-reset",
     ),
 ]

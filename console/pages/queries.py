@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import Count, Q, Sum
@@ -32,7 +32,9 @@ from console.pages.rows import (
     replica_comparison,
 )
 from monitoring import charts
+from tables.domain.doctor import Diagnosis
 from tables.mirror import read_model
+from tables.mirror.diagnose import diagnose_partition, diagnose_statuses
 from tables.mirror.flags import table_flags
 from tables.mirror.read_model import DEFAULT_TABLE_SORT, Freshness
 from tables.models import (
@@ -118,6 +120,19 @@ def _partition_rows(statuses: list[PartitionStatus]) -> list[PartitionRow]:
     return [PartitionRow.build(s, pauses[s.table_id], now) for s in statuses]
 
 
+def _triage_rows(statuses: list[PartitionStatus]) -> list[PartitionRow]:
+    """The triage page's rows, each partition the doctor does not find healthy with its
+    diagnosis (a fixed number of queries for the whole page: `diagnose_statuses`)."""
+    rows = _partition_rows(statuses)
+    found = diagnose_statuses(statuses, _now_ms(timezone.now()))
+    out = []
+    for row in rows:
+        diagnosis = found.get((row.status.table_id, row.partition))
+        sick = diagnosis is not None and not diagnosis.healthy
+        out.append(replace(row, diagnosis=diagnosis) if sick else row)
+    return out
+
+
 def _now_ms(now: dt.datetime) -> int:
     return int(now.timestamp() * 1000)
 
@@ -157,7 +172,7 @@ def overview(
         (row["verdict"], display.verdict_label(row["verdict"]), row["n"]) for row in counted
     ]
     result = paginate(statuses, page, per_page)
-    return Overview(_counters(), verdicts, result.map(_partition_rows))
+    return Overview(_counters(), verdicts, result.map(_triage_rows))
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -292,6 +307,7 @@ class PartitionDetail:
     row: PartitionRow | None
     segments: Page[SegmentRow]
     figures: dict[str, dict[str, Any]]
+    diagnosis: Diagnosis | None = None
 
     @property
     def rows(self) -> list[PartitionRow]:
@@ -307,8 +323,8 @@ def partition_detail(
     with_charts: bool = True,
     now: dt.datetime | None = None,
 ) -> PartitionDetail | None:
-    """One stream partition: its replicas, its segments (newest first), its charts; None if the
-    mirror knows nothing of it."""
+    """One stream partition: the ingestion doctor's diagnosis, its replicas, its segments (newest
+    first), its charts; None if the mirror knows nothing of it."""
     now = now or timezone.now()
     status = table.partitions.filter(partition=number).first()
     segments = read_model.segments(table, partition=number).defer("metadata")
@@ -325,6 +341,11 @@ def partition_detail(
         row=row,
         segments=paginate(ordered, page, per_page).map(lambda s: _segment_rows(s, now)),
         figures=_figures(table, now, number) if with_charts else {},
+        diagnosis=(
+            diagnose_partition(table, number, status, _now_ms(now))
+            if table.table_type == "REALTIME"
+            else None
+        ),
     )
 
 

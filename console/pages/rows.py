@@ -12,6 +12,7 @@ from typing import Any
 
 from console.pages import display
 from tables.domain import triage
+from tables.domain.doctor import Diagnosis
 from tables.mirror.flags import TableFlags, under_replicated
 from tables.models import AuditEntry, MirroredSegment, MirroredTable, PartitionStatus
 
@@ -213,6 +214,7 @@ class PartitionRow:
     pause: PauseInfo
     replicas: list[ReplicaRow]
     now: dt.datetime | None = None  # render time: commit durations are counted up to it
+    diagnosis: Diagnosis | None = None  # the ingestion doctor's, where the page shows one
 
     @classmethod
     def build(

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.overview, name="home"),
     path("ui/tables/", views.tables, name="tables"),
     path("ui/tables/<str:table>/", views.table_detail, name="table"),
+    path("ui/tables/<str:table>/heal/", views.table_heal, name="table-heal"),
     path(
         "ui/tables/<str:table>/partitions/<int:partition>/",
         views.partition_detail,

@@ -18,10 +18,10 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
 
-from console.pages import queries
+from console.pages import healing, queries
 from monitoring import charts
 from tables.models import Health
 
@@ -35,6 +35,7 @@ __all__ = [
     "plotly_js",
     "segment_detail",
     "table_detail",
+    "table_heal",
     "tables",
 ]
 
@@ -105,6 +106,14 @@ def _typed_or_redirect(
     return None, redirect(url)
 
 
+def _heal_url(table: str) -> str:
+    """Where the doctor's "Run healer now" form posts (`console:table-heal`), "" if nowhere."""
+    try:
+        return reverse("console:table-heal", args=[table])
+    except NoReverseMatch:
+        return ""
+
+
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     filters = _filters(request, "verdict", "table", "health")
@@ -150,14 +159,33 @@ def table_detail(request: HttpRequest, table: str) -> HttpResponse:
         per_page=request.GET.get("per_page"),
         with_charts=_wants_region(request, CHARTS_REGION),
     )
+    run_id = request.GET.get("healing_run", "").strip()
     context = {
         "data": data,
         "table": found,
         "state": state,
         "states": queries.SEGMENT_STATES,
         "query": _query({"state": state}),
+        "healing": healing.history(found.name),
+        "healing_run": healing.requested_run(found.name, run_id) if run_id else None,
     }
     return _render(request, "table_detail.html", context)
+
+
+@require_POST
+def table_heal(request: HttpRequest, table: str) -> HttpResponse:
+    """Run healer now (operators; a CSRF-protected form): queue one healing run of the table,
+    audited (`console.pages.healing.run_now`), then back to the table page, which follows the
+    run (`?healing_run=<id>`)."""
+    found = queries.find_table(table)
+    if found is None:
+        return _not_found(request, f"table {table}")
+    try:
+        run_id = healing.run_now(request, found)
+    except healing.Refused as exc:
+        return _render(request, "refused.html", {"reason": exc.reason}, status=exc.status)
+    url = reverse("console:table", kwargs={"table": found.name})
+    return redirect(f"{url}?{urlencode({'healing_run': run_id})}")
 
 
 @require_GET
@@ -174,7 +202,8 @@ def partition_detail(request: HttpRequest, table: str, partition: int) -> HttpRe
     )
     if data is None:
         return _not_found(request, f"partition {partition} of {found.name}")
-    return _render(request, "partition_detail.html", {"data": data, "table": found, "query": ""})
+    context = {"data": data, "table": found, "query": "", "heal_url": _heal_url(found.name)}
+    return _render(request, "partition_detail.html", context)
 
 
 @require_GET

@@ -14,6 +14,13 @@ Contract:
   an object elsewhere in the deep store is moved to the segment's final key, and the download URL
   becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts (`<segment>.tmp.*`, e.g.
   from a committer that died) are deleted then.
+- Commit end's optional `streamDataLoss` ("s-e,s-e": offsets the committer's consumer found
+  gone from the stream) must parse (`tables.domain.ledger.parse_offset_ranges`) and end at or
+  before the call's offset, else the call answers FAILED before anything is looked up; the ranges
+  go into the DONE metadata (step 1 of `LLCSegmentManager.commit_segment_metadata`, which refuses
+  ranges below the segment's start offset), and a commit that succeeds with loss adds 1 to the
+  table's durable counter `llcStreamDataLoss` and logs the ranges.
+- segmentStoppedConsuming is logged with the server's reason (why it gave up).
 - Pauseless tables are refused at commit start with FAILED for now (§6.3 is not implemented yet).
 - Only real replicas are believed (`tables.domain.completion_trust`): the endpoints call
   `authenticate` with the request's Authorization header before anything else, and every call is
@@ -31,10 +38,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
+from django.db import DatabaseError
+
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.leadership import lead_controller_for
 from tables.domain.completion import Response, SegmentCompletionFSM, Status
+from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, parse_offset_ranges
 from tables.domain.names import LLCSegmentName, table_name_with_type
 from tables.domain.segment_metadata import SegmentStatus
 from tables.models import DurableCounter
@@ -50,6 +60,7 @@ __all__ = ["CallRefused", "CompletionManager", "SegmentFiles"]
 log = logging.getLogger(__name__)
 
 STATE_MACHINE_ABORTS = "llcStateMachineAborts"
+STREAM_DATA_LOSS = "llcStreamDataLoss"
 COMMIT_TIMEOUT_KEY = "realtime.segment.commit.timeoutSeconds"
 
 
@@ -68,6 +79,7 @@ class _Actions:
         self.manager, self.table, self.segment = manager, table, segment
         self.files: SegmentFiles | None = None
         self.row_count = -1
+        self.lost_offsets: tuple[tuple[int, int], ...] = ()
 
     def commit_metadata(
         self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
@@ -87,6 +99,7 @@ class _Actions:
             size_bytes=int(metadata.get("segmentSizeBytes", "-1")),
             download_url=download_url,
             row_count=self.row_count,
+            lost_offsets=self.lost_offsets,
         )
         LLCSegmentManager(self.manager.ctx()).commit_segment_metadata(self.table, committing)
 
@@ -157,24 +170,64 @@ class CompletionManager:
         files: SegmentFiles,
         params: Mapping[str, str],
     ) -> Response:
+        try:
+            lost = tuple(parse_offset_ranges(params.get(STREAM_DATA_LOSS_PARAM) or ""))
+            if lost and lost[-1][1] > offset:
+                raise ValueError(f"lost offsets end past the end offset {offset}")
+        except ValueError as exc:
+            log.warning(
+                "%s: commit end from %s refused: %s: %s",
+                segment,
+                instance,
+                STREAM_DATA_LOSS_PARAM,
+                exc,
+            )
+            return Response(Status.FAILED)
+
         def call(fsm: SegmentCompletionFSM, actions: _Actions, now: int) -> Response:
             actions.files = files
+            actions.lost_offsets = lost
             if int(params.get("rowCount", "-1")) > 0:
                 actions.row_count = int(params["rowCount"])
             return fsm.segment_commit_end(instance, offset, location, params, now)
 
-        return self._run(instance, segment, offset, call)
+        response = self._run(instance, segment, offset, call)
+        if lost and response.status == Status.COMMIT_SUCCESS:
+            self._count_data_loss(segment, instance, lost)
+        return response
+
+    @staticmethod
+    def _count_data_loss(segment: str, instance: str, lost: tuple[tuple[int, int], ...]) -> None:
+        """One `llcStreamDataLoss` per committed segment that declares lost offsets."""
+        name = LLCSegmentName.parse(segment)
+        spans = ", ".join(f"[{a}, {b})" for a, b in lost)
+        log.warning(
+            "%s: committed by %s without offsets %s: lost by the stream", segment, instance, spans
+        )
+        try:
+            DurableCounter.increment(STREAM_DATA_LOSS, name.table_name if name else "")
+        except DatabaseError:
+            log.exception("%s: cannot count %s", segment, STREAM_DATA_LOSS)
 
     def segment_stopped_consuming(
         self, instance: str, segment: str, offset: int, reason: str | None
     ) -> Response:
-        return self._run(
+        response = self._run(
             instance,
             segment,
             offset,
             lambda f, a, now: f.stopped_consuming(instance, offset, reason, now),
             first_is_stopped=True,
         )
+        log.warning(
+            "%s: %s stopped consuming at offset %d: %s (%s)",
+            segment,
+            instance,
+            offset,
+            reason or "no reason given",
+            response.status,
+        )
+        return response
 
     def extend_build_time(
         self, instance: str, segment: str, offset: int, extra_time_sec: int

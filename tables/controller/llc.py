@@ -11,6 +11,12 @@ compare-and-set write:
    the committing metadata's znode mtime plus
    `max.segment.completion.time.millis` (cluster config, default 300 000 ms): a commit that slow is
    left to the healing manager, which uses the same guard, so the two never both act.
+Offsets the committer's consumer found gone from the stream (`CommittingSegment.lost_offsets`)
+are written by step 1 into the DONE metadata's `custom.map` under `consumption.lostOffsets`
+("s-e,s-e"); each range must lie inside the segment's `[startOffset, endOffset)`, else the commit
+is refused (CommitRejected) and nothing is written.
+Fault injection (tests only, `tables.faults`): the process exits right after step 1
+(`controller.commit.after_step1`) or right after step 2 (`controller.commit.after_step2`).
 If step 3 fails or the next segment did not make it into the IdealState (a pause raced the
 commit), step 2's metadata is deleted again. A crash between steps leaves a state the healing
 manager repairs (§7.3); nothing committed is lost.
@@ -28,6 +34,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from tables import faults
 from tables.cluster.context import ClusterContext
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.commit import CommitRejected, apply_commit
@@ -38,6 +45,7 @@ from tables.domain.flush import (
     make_updater,
 )
 from tables.domain.idealstate import InstanceState
+from tables.domain.ledger import LOST_OFFSETS_KEY, format_offset_ranges, parse_offset
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import TableConfig
@@ -45,7 +53,9 @@ from tables.streams.base import StreamError, provider_for
 from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
+from .healing_errors import ErrorRepairer
 from .resources import ResourceManager
+from .segment_cleanup import drop_unless_in_idealstate
 
 __all__ = ["CommitRejected", "CommittingSegment", "LLCSegmentManager"]
 
@@ -74,6 +84,8 @@ class CommittingSegment:
     download_url: str
     row_count: int = -1  # rows consumed before the build (the commit's rowCount)
     force_commit: bool = False
+    # [start, end) ranges the stream dropped before the committer read them (streamDataLoss)
+    lost_offsets: tuple[tuple[int, int], ...] = ()
 
 
 def flush_updater(table: str, topic: str, stream_config: dict[str, str]) -> FlushThresholdUpdater:
@@ -87,6 +99,23 @@ def flush_updater(table: str, topic: str, stream_config: dict[str, str]) -> Flus
             cached = (settings, make_updater(stream_config))
             _updaters[key] = cached
         return cached[1]
+
+
+def _lost_offsets_custom(
+    current: SegmentZKMetadata, committing: CommittingSegment
+) -> dict[str, str] | None:
+    """The custom.map entry declaring the commit's lost offsets (None when there are none);
+    CommitRejected when a range is not inside the segment's [startOffset, end offset)."""
+    if not committing.lost_offsets:
+        return None
+    start = parse_offset(current.start_offset)
+    for low, high in committing.lost_offsets:
+        if start is None or not start <= low < high <= committing.end_offset:
+            raise CommitRejected(
+                f"{committing.segment_name}: lost offsets [{low}, {high}) are not inside the "
+                f"segment's range [{current.start_offset}, {committing.end_offset})"
+            )
+    return {LOST_OFFSETS_KEY: format_offset_ranges(committing.lost_offsets)}
 
 
 class LLCSegmentManager:
@@ -133,9 +162,11 @@ class LLCSegmentManager:
         meta_path = self.paths.segment(table, committing.segment_name)
 
         done = self._step1_mark_done(meta_path, committing)
+        faults.exit_if("controller.commit.after_step1")
         # Learn from this segment before sizing the next one, as Pinot's updaters do.
         self._learn(config, done, committing)
         next_meta, next_replicas = self._step2_next_segment(config, name, committing, done)
+        faults.exit_if("controller.commit.after_step2")
         try:
             added = self._step3_idealstate(config, committing, next_meta, next_replicas, meta_path)
         except Exception:
@@ -155,6 +186,7 @@ class LLCSegmentManager:
                 raise CommitRejected(
                     f"{committing.segment_name} is {current.status}, not IN_PROGRESS"
                 )
+            custom = _lost_offsets_custom(current, committing)
             done = current.mark_done(
                 end_offset=str(committing.end_offset),
                 start_time_ms=committing.start_time_ms,
@@ -164,6 +196,7 @@ class LLCSegmentManager:
                 data_crc=committing.data_crc,
                 size_in_bytes=committing.size_bytes,
                 download_url=committing.download_url,
+                custom_map=custom,
             )
             result["done"] = done
             return done.to_znrecord()
@@ -236,10 +269,10 @@ class LLCSegmentManager:
         return added.get("value", False)
 
     def _drop_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
-        if meta is None:
-            return
-        with contextlib.suppress(NoNode):
-            self.zk.delete(self.paths.segment(table, meta.segment_name))
+        """Delete the next segment's metadata again, unless a healing run adopted it into the
+        IdealState meanwhile (`drop_unless_in_idealstate`)."""
+        if meta is not None:
+            drop_unless_in_idealstate(self.ctx, table, meta.segment_name)
 
     @staticmethod
     def _stats(done: SegmentZKMetadata, committing: CommittingSegment) -> CommittedSegmentStats:
@@ -275,3 +308,9 @@ class LLCSegmentManager:
             return out
 
         update_record(self.zk, self.paths.idealstate(table), stop)
+        # Pinot then resets the replica (best effort), so the server leaves ERROR for OFFLINE and
+        # a later repair (a new segment, or the partial-OFFLINE switch) finds it ready to consume.
+        try:
+            ErrorRepairer(self.ctx, "controller").reset_instance(table, segment, instance)
+        except Exception:
+            log.warning("%s: could not reset %s after it stopped consuming", segment, instance)

@@ -26,6 +26,11 @@ stored key that differs from the produced one; a key produced at two offsets; a 
 cannot be read (its range is then not compared) or whose row count differs from `total_docs`.
 Rows the stream no longer holds (retention) and unkeyed messages are counted in notes.
 
+Offsets a consumer found gone from the stream while it consumed a segment (the stream trimmed past
+its next offset) are declared by the committed segment itself: its `custom.map` holds
+`LOST_OFFSETS_KEY` = `format_offset_ranges(...)` ("s-e,s-e", half-open, ascending, disjoint),
+the same text the committer sends as the segmentCommitEnd parameter `STREAM_DATA_LOSS_PARAM`.
+
 `LedgerReport.ok` is true exactly when there is no problem. Problems and notes are one line each,
 naming partition, segments and offsets; consecutive offsets make one line, and each kind of row
 problem is capped at `MAX_LINES_PER_KIND` lines plus a "... more" line. `combine` joins a range
@@ -41,7 +46,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 __all__ = [
+    "LOST_OFFSETS_KEY",
     "MAX_LINES_PER_KIND",
+    "STREAM_DATA_LOSS_PARAM",
     "LedgerReport",
     "LostRange",
     "SegmentRange",
@@ -50,10 +57,14 @@ __all__ = [
     "check_ranges",
     "check_rows",
     "combine",
+    "format_offset_ranges",
     "parse_offset",
+    "parse_offset_ranges",
 ]
 
 MAX_LINES_PER_KIND = 20
+LOST_OFFSETS_KEY = "consumption.lostOffsets"  # in a committed segment's custom.map
+STREAM_DATA_LOSS_PARAM = "streamDataLoss"  # segmentCommitEnd(WithMetadata) query parameter
 DONE, IN_PROGRESS, COMMITTING = "DONE", "IN_PROGRESS", "COMMITTING"
 _OFFSET = re.compile(r"[0-9]+", re.ASCII)
 
@@ -144,6 +155,26 @@ def parse_offset(value: str | int | None) -> int | None:
     if isinstance(value, str) and _OFFSET.fullmatch(value.strip()):
         return int(value)
     return None
+
+
+def format_offset_ranges(ranges: Iterable[tuple[int, int]]) -> str:
+    """Half-open offset ranges as "s-e,s-e" (the order given)."""
+    return ",".join(f"{start}-{end}" for start, end in ranges)
+
+
+def parse_offset_ranges(text: str) -> list[tuple[int, int]]:
+    """The ranges of `format_offset_ranges` text ("" is none). ValueError unless every range is
+    `start-end` in decimal with start < end, ascending and disjoint."""
+    ranges: list[tuple[int, int]] = []
+    for part in text.split(",") if text.strip() else []:
+        start_text, dash, end_text = part.strip().partition("-")
+        start, end = parse_offset(start_text), parse_offset(end_text)
+        if not dash or start is None or end is None or start >= end:
+            raise ValueError(f"{part.strip()!r} is not an offset range 'start-end' (start < end)")
+        if ranges and start < ranges[-1][1]:
+            raise ValueError(f"offset range {part.strip()!r} is not after {ranges[-1]}")
+        ranges.append((start, end))
+    return ranges
 
 
 def _n(count: int, what: str) -> str:

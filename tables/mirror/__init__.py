@@ -8,6 +8,9 @@
   the mirror's freshness and the table, segment, leader, instance and audit filters.
 - `flags`: flags derived from mirror rows (under-replicated, never committed, ingestion
   problems) that pages, `/api/v1/`, `/healthz` and the sync share.
+- `diagnose`: the ingestion doctor over mirror rows (pages), and the repairs due now that make
+  the sync request a healing run (`tables.healing_triggers`); `streams`: the stream's partition
+  count of each table, read by the sync.
 
 Nothing here is read by the ingestion servers or the controller; readers never touch ZooKeeper.
 """

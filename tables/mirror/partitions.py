@@ -13,7 +13,12 @@ Contract:
   fewer replicas up than the table's replication, get their creation time from the mirrored
   segment (one batched query: STARTING vs NOT_REPORTING, the grace of UNDER_REPLICATED). The
   replicas' published since-times (`phaseSinceMs`, `completingSinceMs`) are kept in `replicas`,
-  so pages recount a commit's duration at render time.
+  so pages recount a commit's duration at render time. A partition with no consuming segment keeps
+  what its latest segment's replicas published (a failed consumer's `stoppedReason`) in
+  `replicas`, for the ingestion doctor; the triage still sees no live state for it.
+- The layout also has a row for every stream partition the table has no segment of yet
+  (`MirroredTable.stream_partitions`: the healer's new-partition case, triaged as missing its
+  consuming segment); such a row goes when the stream no longer has the partition.
 - Each table's health (`triage.table_health`), max lags and rows/s are rolled up from its
   partitions and its segment counts, with `flags.never_committed_reasons` (tables
   whose segments are all CONSUMING, rows arriving: one query for their first segments); only
@@ -55,7 +60,7 @@ ROLLUP_FIELDS = [
 LIVE_KEYS = (
     "currentOffset", "upstreamOffset", "recordsLag", "availabilityLagMs", "rowsPerSecond",
     "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets", "phaseSinceMs",
-    "completingSinceMs",
+    "completingSinceMs", "stoppedReason",
 )  # fmt: skip
 
 
@@ -115,6 +120,7 @@ def _partition_values(
     created_ms: int | None = None,
 ) -> tuple[dict[str, Any], triage.PartitionVerdict]:
     mine = _reports(shape, live)
+    shown = mine or {r: live[r] for r in shape.replicas if r in live}
     replicas_live = {r: _replica_live(item) for r, item in mine.items()}
     current = max(
         (i.currentOffset for i in mine.values() if i.currentOffset is not None), default=None
@@ -148,8 +154,8 @@ def _partition_values(
     replicas: dict[str, dict[str, Any]] = {}
     for replica, state in shape.replicas.items():
         entry: dict[str, Any] = {"state": state}
-        if replica in mine:
-            published = mine[replica].to_dict()
+        if replica in shown:
+            published = shown[replica].to_dict()
             entry.update({key: published.get(key) for key in LIVE_KEYS})
         replicas[replica] = entry
     values = {
@@ -210,7 +216,7 @@ def sync_partitions(
         verdicts: list[tuple[int, triage.PartitionVerdict]] = []
         for partition, shape in layout.items():
             old = olds.get(partition)
-            found = live.get((table.name, shape.consuming_segment), {})
+            found = live.get((table.name, shape.consuming_segment or shape.latest_segment), {})
             values, result = _partition_values(
                 table,
                 partition,
@@ -270,12 +276,22 @@ def _reports(shape: PartitionShape, live: Mapping[str, PartitionLive]) -> dict[s
 def _layout(
     table: MirroredTable, shapes: Mapping[str, TableShape], olds: Mapping[int, PartitionStatus]
 ) -> dict[int, PartitionShape]:
-    """The table's stream partitions: from a fresh read when it changed, else as stored."""
+    """The table's stream partitions: from a fresh read when it changed, else as stored; plus
+    the stream's partitions it has no segment of (see the module docstring)."""
     if table.table_type != "REALTIME":
         return {}
+    count = table.stream_partitions
     if table.name in shapes:
-        return shapes[table.name].partitions
-    return _stored_shapes(olds.values())
+        layout = dict(shapes[table.name].partitions)
+    else:
+        layout = {
+            p: shape
+            for p, shape in _stored_shapes(olds.values()).items()
+            if shape.latest_segment or count is None or p < count
+        }
+    for partition in range(count or 0):
+        layout.setdefault(partition, PartitionShape("", "", {}))
+    return dict(sorted(layout.items()))
 
 
 def _consuming_created(

@@ -15,21 +15,26 @@ Contract:
 - `table_order(sort)` is the one table of sort keys (`TABLE_SORTS`) shared by the pages' column
   headers and the API's `sort=` parameter; an unknown key falls back to `DEFAULT_TABLE_SORT`.
 - `table_named(name)`: a table by typed name, or by raw name (REALTIME first); None if unknown.
+- For the ingestion doctor and the mirror-triggered healing (`tables.mirror.diagnose`):
+  `doctor_segments` (the segments the healer's decisions depend on), `last_healing_runs` (one
+  aggregate query), `live_servers` and `max_completion_ms` (the cluster's guard length, as the
+  sync mirrored it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from tables.domain.names import table_type_of
 from tables.models import (
     AuditEntry,
+    HealingRun,
     LeadControllerPartition,
     MirroredInstance,
     MirroredSegment,
@@ -48,11 +53,15 @@ __all__ = [
     "TABLE_SORTS",
     "Freshness",
     "audit",
+    "doctor_segments",
     "error_segments",
     "freshness",
     "instances",
+    "last_healing_runs",
     "last_synced",
     "leaders",
+    "live_servers",
+    "max_completion_ms",
     "mirror_state",
     "partitions",
     "segments",
@@ -288,3 +297,76 @@ def audit(
     if until:
         rows = rows.filter(at__lt=until)
     return rows.order_by("-at", "-id")
+
+
+# --- the ingestion doctor -------------------------------------------------------------------
+
+DEFAULT_MAX_COMPLETION_MS = 300_000  # Pinot's max.segment.completion.time.millis default
+COMPLETED_STATUSES = ("DONE", "UPLOADED")
+DOCTOR_SEGMENT_FIELDS = (
+    "table", "name", "partition", "sequence", "status", "start_offset", "end_offset",
+    "metadata_mtime_ms", "ideal_states", "external_states",
+)  # fmt: skip
+
+
+def doctor_segments(
+    table_ids: Collection[int],
+    *,
+    partitions: Mapping[int, Collection[int]] | None = None,
+    latest: Collection[str] = (),
+    with_metadata: bool = False,
+) -> QuerySet[MirroredSegment]:
+    """The segments the healer's decisions depend on (`tables.domain.doctor_facts.outlook`):
+    those not DONE/UPLOADED, with an ERROR replica, OFFLINE on every replica, with a CONSUMING
+    replica or not converged, plus the ones named in `latest` (each partition's latest segment
+    of the IdealState, when it is none of those). Of the tables `table_ids`, or only of the
+    `partitions` given per table id. Only `DOCTOR_SEGMENT_FIELDS` are loaded (and `metadata`
+    `with_metadata`)."""
+    interesting = (
+        ~Q(status__in=COMPLETED_STATUSES)
+        | Q(has_error=True)
+        | Q(all_offline=True)
+        | Q(display_state__in=("CONSUMING", "UPDATING", "ERROR"))
+    )
+    if latest:
+        interesting |= Q(name__in=sorted(latest))
+    rows = MirroredSegment.objects.filter(interesting)
+    if partitions is not None:
+        where = Q(pk__in=[])
+        for table_id, numbers in sorted(partitions.items()):
+            where |= Q(table_id=table_id, partition__in=sorted(numbers))
+        rows = rows.filter(where)
+    else:
+        rows = rows.filter(table_id__in=sorted(table_ids))
+    fields = (*DOCTOR_SEGMENT_FIELDS, "metadata") if with_metadata else DOCTOR_SEGMENT_FIELDS
+    return rows.only(*fields).order_by("table_id", "name")
+
+
+def last_healing_runs(tables: Collection[str]) -> dict[str, tuple[datetime, datetime | None]]:
+    """Per table name (with type) that has healing runs: (its last run's start, its last
+    scheduled run's start or None). One query."""
+    if not tables:
+        return {}
+    rows = (
+        HealingRun.objects.filter(table__in=sorted(tables))
+        .values("table")
+        .annotate(
+            last=Max("started_at"),
+            last_scheduled=Max("started_at", filter=Q(trigger=HealingRun.Trigger.SCHEDULE)),
+        )
+        .order_by()
+    )
+    return {row["table"]: (row["last"], row["last_scheduled"]) for row in rows}
+
+
+def live_servers() -> frozenset[str]:
+    """The servers the mirror has as live in ZooKeeper. One query."""
+    rows = MirroredInstance.objects.filter(kind="SERVER", live=True)
+    return frozenset(rows.values_list("name", flat=True))
+
+
+def max_completion_ms(state: MirrorState | None = None) -> int:
+    """The cluster's max.segment.completion.time.millis as the sync last read it, else Pinot's
+    default. One query (none when given the state row)."""
+    state = state if state is not None else mirror_state()
+    return state.max_completion_ms or DEFAULT_MAX_COMPLETION_MS

@@ -16,6 +16,9 @@ Contract:
   instances + lead controller), whatever the number of tables, and reads no segment metadata.
   Known limit: a table deleted and re-created between two syncs whose three znodes come back at
   the very versions mirrored (e.g. all still 0) is not noticed until one of them changes.
+  The probe also checks the metadata version of each segment not yet DONE/UPLOADED and of each
+  unassigned one (`MirroredTable.unassigned_segments`): a commit's step 1 (metadata DONE) changes
+  no IdealState, and the doctor must see a controller that stopped right after it.
   Changed and new tables are read as `tables.mirror.tables` describes (segment metadata only for
   new/changed/not-DONE segments).
 - Every sync also refreshes instances (CONFIGS/PARTICIPANT + LIVEINSTANCES), the
@@ -23,6 +26,14 @@ Contract:
   PartitionStatus from the servers' live state in Redis and the triage
   (`tables.mirror.partitions`), and sets `last_synced = now` on every mirrored row it confirmed,
   with one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+- Every sync also reads each REALTIME table's stream partition count (`tables.mirror.streams`,
+  cached per topic for a few seconds) and mirrors the cluster config's
+  max.segment.completion.time.millis in `MirrorState.max_completion_ms`.
+- Then, with HEALING_TRIGGER_FROM_MIRROR, each REALTIME table where a healing run would repair
+  something now (`tables.mirror.diagnose.due_repairs`: a consuming repair past its guard, unless
+  the table is paused, or an ERROR replica to reset) gets one run requested
+  (`tables.healing_triggers.request_healing`, debounced per table); the tables are listed in the
+  report's `healing_requested`. A failure there is a warning, never a failed sync.
 - A second `sync_cluster` can run concurrently only by mistake (the beat entry expires before the
   next run); it would do the same writes.
 """
@@ -38,7 +49,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from tables import live_state
+from tables import healing_triggers, live_state
 from tables.cluster.context import ClusterContext
 from tables.controller.llc import (
     DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS,
@@ -48,8 +59,10 @@ from tables.domain import triage
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import raw_table_name, table_type_of
 from tables.domain.znrecord import ZNRecord
+from tables.mirror.diagnose import due_repairs
 from tables.mirror.partitions import live_index, sync_partitions
-from tables.mirror.read_model import MIRROR_NAME
+from tables.mirror.read_model import COMPLETED_STATUSES, MIRROR_NAME
+from tables.mirror.streams import apply_stream_partitions, read_stream_partitions
 from tables.mirror.tables import DB_CHUNK, chunks, sync_changed_tables
 from tables.mirror.zk_reads import Batch, Pending, ReadCounters, Znode
 from tables.models import (
@@ -103,6 +116,8 @@ class SyncReport:
     zk_requests: int = 0
     zk_round_trips: int = 0
     duration_ms: int = 0
+    max_completion_ms: int | None = None  # the cluster's guard length, when read
+    healing_requested: list[str] = field(default_factory=list)  # tables a run was requested for
     warnings: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -124,6 +139,8 @@ class SyncReport:
             f"({self.table_probes} table probes)",
             f"duration: {self.duration_ms} ms",
         ]
+        if self.healing_requested:
+            out.append(f"healing runs requested: {', '.join(self.healing_requested)}")
         out += [f"failed: {name}: {why}" for name, why in sorted(self.tables_failed.items())]
         out += [f"warning: {w}" for w in self.warnings]
         if self.error:
@@ -191,25 +208,51 @@ def _record_state(report: SyncReport, now: datetime) -> None:
         state.duration_ms = report.duration_ms
         state.tables_read = report.tables_changed
         state.segments_read = report.segments_read
+        if report.max_completion_ms is not None:
+            state.max_completion_ms = report.max_completion_ms
         state.error = "\n".join(problems)[:10_000]
         state.save()
     except Exception:  # the database itself is failing: nothing more to record it in
         log.exception("could not record the mirror state")
 
 
-def _checks(ctx: ClusterContext, table: MirroredTable) -> list[tuple[str, int]]:
+def _checks(
+    ctx: ClusterContext, table: MirroredTable, open_segments: Mapping[int, list[tuple[str, int]]]
+) -> list[tuple[str, int]]:
     paths = ctx.paths
     return [
         (paths.idealstate(table.name), table.idealstate_version),
         (paths.externalview(table.name), table.externalview_version),
         (paths.table_config(table.name), table.config_version),
+        *((paths.segment(table.name, name), v) for name, v in open_segments.get(table.pk, ())),
     ]
+
+
+def _open_segments(existing: Mapping[str, MirroredTable]) -> dict[int, list[tuple[str, int]]]:
+    """Per known table: (segment, metadata version) of its segments whose metadata may still
+    change without its IdealState changing (not DONE/UPLOADED, or unassigned)."""
+    found: dict[int, list[tuple[str, int]]] = {}
+    ids = sorted(t.pk for t in existing.values())
+    for id_chunk in chunks(ids, DB_CHUNK):
+        rows = (
+            MirroredSegment.objects.filter(table_id__in=id_chunk, metadata_version__gte=0)
+            .exclude(status__in=COMPLETED_STATUSES)
+            .values_list("table_id", "name", "metadata_version")
+        )
+        for table_id, name, version in rows:
+            found.setdefault(table_id, []).append((name, version))
+    for table in existing.values():
+        for item in table.unassigned_segments or []:
+            if isinstance(item, dict) and isinstance(item.get("version"), int):
+                found.setdefault(table.pk, []).append((str(item["name"]), item["version"]))
+    return found
 
 
 def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCounters) -> None:
     paths = ctx.paths
     now = _moment(now_ms)
     existing = {t.name: t for t in MirroredTable.objects.all()}
+    open_segments = _open_segments(existing)
 
     # Round trip 1: the listings, and one version probe per known table.
     batch = Batch(ctx.client, counters)
@@ -217,7 +260,9 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
     config_names = batch.children(paths.table_configs)
     participants = batch.children(paths.participant_configs)
     lives = batch.children(paths.liveinstances)
-    probes = {name: batch.probe(_checks(ctx, table)) for name, table in existing.items()}
+    probes = {
+        name: batch.probe(_checks(ctx, table, open_segments)) for name, table in existing.items()
+    }
     batch.wait()
     if ideal_names.result() is None:
         raise ClusterMissing(
@@ -266,6 +311,9 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
         existing[n] for n in names if n in existing and n not in gone and n not in result.failed
     ]
     live = _live_state(ctx, instances, report)
+    commit_limit_ms = _commit_limit_ms(cluster_config, report)
+    report.max_completion_ms = commit_limit_ms
+    _stream_partitions(ctx, synced, report)
     with transaction.atomic():
         moved = []
         for table in synced:
@@ -279,7 +327,7 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
             result.shapes,
             live,
             now_ms,
-            thresholds(_commit_limit_ms(cluster_config, report)),
+            thresholds(commit_limit_ms),
             float(settings.MIRROR_SAMPLE_SECONDS),
             float(settings.MIRROR_SAMPLE_RETENTION_SECONDS),
         )
@@ -288,6 +336,37 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
     report.partitions_written = partitions.partitions_written
     report.samples_written = partitions.samples_written
     report.samples_pruned = partitions.samples_pruned
+    _request_healing(ctx, synced, now_ms, commit_limit_ms, report)
+
+
+def _stream_partitions(
+    ctx: ClusterContext, tables: list[MirroredTable], report: SyncReport
+) -> None:
+    """Mirror each REALTIME table's stream partition count (see the module docstring)."""
+    try:
+        apply_stream_partitions(tables, read_stream_partitions(tables, ctx.redis_url))
+    except Exception as exc:  # the stream's Redis: partitions stay as last mirrored
+        report.warnings.append(f"stream partitions not read: {type(exc).__name__}: {exc}")
+
+
+def _request_healing(
+    ctx: ClusterContext,
+    tables: list[MirroredTable],
+    now_ms: int,
+    commit_limit_ms: int,
+    report: SyncReport,
+) -> None:
+    """Request a healing run of each table with a repair due now (see the module docstring)."""
+    if not settings.HEALING_TRIGGER_FROM_MIRROR:
+        return
+    try:
+        due = due_repairs(tables, now_ms, commit_limit_ms)
+        for table, reasons in sorted(due.items()):
+            if healing_triggers.request_healing(table, reasons[0], redis_url=ctx.redis_url):
+                report.healing_requested.append(table)
+    except Exception as exc:  # Redis or the broker: the next sync asks again
+        log.warning("mirror: healing runs not requested: %s", exc)
+        report.warnings.append(f"healing runs not requested: {type(exc).__name__}: {exc}")
 
 
 def _confirm(

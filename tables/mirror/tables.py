@@ -13,6 +13,11 @@ Contract:
   decoded is mirrored without metadata and reported in `warnings`.
 - It returns, per synced table, the `TableShape` that partition triage needs (consuming / latest
   segment and replica states per stream partition).
+- The segment metadata znodes are listed too (in the first batch): per partition, the newest LLC
+  segment whose sequence is past every segment of the IdealState and ExternalView has its metadata
+  read in the second batch and is kept in `MirroredTable.unassigned_segments` (a commit stopped
+  after its step 2, or a repair before its IdealState write: what the ingestion doctor and the
+  mirror-triggered healing need to see).
 Table health, lags and `last_synced` of unchanged rows are `tables.mirror.sync`'s business.
 """
 
@@ -68,7 +73,7 @@ TABLE_FIELDS = [
     "paused_partitions", "num_partitions", "segment_count", "consuming_count", "error_replicas",
     "error_segments", "missing_download_url", "missing_consuming", "percent_available",
     "lead_partition", "config_version", "idealstate_version", "externalview_version",
-    "last_synced",
+    "last_synced", "unassigned_segments",
 ]  # fmt: skip
 SEGMENT_FIELDS = [
     "partition", "sequence", "created_ms", "ideal_states", "external_states", "display_state",
@@ -116,6 +121,7 @@ class _Read:
     external_version: int
     config: TableConfig | None
     config_version: int
+    segment_names: list[str] | None = None  # the metadata znodes (None: no segments folder)
 
 
 def _ms(moment: datetime) -> int:
@@ -289,23 +295,32 @@ def _shape(ideal_map: Mapping[str, Mapping[str, str]], ev_map: Mapping[str, Mapp
     return shapes
 
 
+_Znodes = tuple[Znode | None, Znode | None, Znode | None]
+
+
 def _read_chunk(
     client: ZooKeeperStore, paths: ClusterPaths, names: Sequence[str], counters: ReadCounters
-) -> dict[str, tuple[Znode | None, Znode | None, Znode | None]]:
+) -> dict[str, tuple[_Znodes, list[str] | None]]:
     batch = Batch(client, counters)
     pending = {
         name: (
-            batch.get(paths.idealstate(name)),
-            batch.get(paths.externalview(name)),
-            batch.get(paths.table_config(name)),
+            (
+                batch.get(paths.idealstate(name)),
+                batch.get(paths.externalview(name)),
+                batch.get(paths.table_config(name)),
+            ),
+            batch.children(paths.segments(name)),
         )
         for name in names
     }
     batch.wait()
-    return {name: tuple(p.result() for p in trio) for name, trio in pending.items()}  # type: ignore[misc]
+    return {
+        name: (tuple(p.result() for p in trio), listing.result())  # type: ignore[misc]
+        for name, (trio, listing) in pending.items()
+    }
 
 
-def _decode_table(name: str, znodes: tuple[Znode | None, Znode | None, Znode | None]) -> _Read:
+def _decode_table(name: str, znodes: _Znodes, segment_names: list[str] | None = None) -> _Read:
     ideal_z, ev_z, config_z = znodes
     config_record = _decode(config_z)
     return _Read(
@@ -316,7 +331,49 @@ def _decode_table(name: str, znodes: tuple[Znode | None, Znode | None, Znode | N
         external_version=_version(ev_z),
         config=None if config_record is None else table_config_from_znrecord(config_record),
         config_version=_version(config_z),
+        segment_names=segment_names,
     )
+
+
+def _unassigned_names(read: _Read) -> list[str]:
+    """Per partition, the newest LLC metadata znode past every segment of the IS and EV."""
+    ideal_map = read.ideal.map_fields if read.ideal else {}
+    ev_map = read.external.map_fields if read.external else {}
+    top: dict[int, int] = {}
+    for segment in set(ideal_map) | set(ev_map):
+        llc = LLCSegmentName.parse(segment)
+        if llc is not None:
+            top[llc.partition_group_id] = max(
+                top.get(llc.partition_group_id, -1), llc.sequence_number
+            )
+    newest: dict[int, tuple[int, str]] = {}
+    for segment in read.segment_names or ():
+        llc = LLCSegmentName.parse(segment)
+        if llc is None or segment in ideal_map or segment in ev_map:
+            continue
+        partition, sequence = llc.partition_group_id, llc.sequence_number
+        if sequence > top.get(partition, -1):
+            newest[partition] = max(newest.get(partition, (-1, "")), (sequence, segment))
+    return [segment for _sequence, segment in sorted(newest.values())]
+
+
+def _unassigned_values(pending: Mapping[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for segment, waiting in sorted(pending.items()):
+        values = _metadata_values(segment, waiting.result(), warnings)
+        if values["metadata_version"] < 0:
+            continue  # deleted meanwhile
+        out.append(
+            {
+                "name": segment,
+                "status": values["status"],
+                "startOffset": values["start_offset"],
+                "endOffset": values["end_offset"],
+                "mtimeMs": values["metadata_mtime_ms"],
+                "version": values["metadata_version"],
+            }
+        )
+    return out
 
 
 def sync_changed_tables(
@@ -332,12 +389,12 @@ def sync_changed_tables(
     result = ChangedResult()
     for chunk in chunks(list(names), CHUNK_TABLES):
         reads: list[_Read] = []
-        for name, znodes in _read_chunk(client, paths, chunk, counters).items():
+        for name, (znodes, listing) in _read_chunk(client, paths, chunk, counters).items():
             if all(z is None for z in znodes):
                 result.vanished.add(name)
                 continue
             try:
-                reads.append(_decode_table(name, znodes))
+                reads.append(_decode_table(name, znodes, listing))
             except ValueError as exc:  # ZNRecordError, TableConfigError
                 result.failed[name] = f"{type(exc).__name__}: {exc}"
         if reads:
@@ -364,7 +421,12 @@ def _sync_chunk(
     # Which metadata to read: new segments, changed IS/EV entries, segments not yet DONE.
     batch = Batch(client, counters)
     wanted: dict[str, dict[str, Any]] = {}
+    unassigned: dict[str, dict[str, Any]] = {}
     for read in reads:
+        unassigned[read.name] = {
+            segment: batch.get(paths.segment(read.name, segment), segment=True)
+            for segment in _unassigned_names(read)
+        }
         ideal_map = read.ideal.map_fields if read.ideal else {}
         ev_map = read.external.map_fields if read.external else {}
         table = existing.get(read.name)
@@ -379,19 +441,28 @@ def _sync_chunk(
 
     with transaction.atomic():
         for read in reads:
-            _write_table(read, existing, old_rows, wanted[read.name], now, lead_partitions, result)
+            _write_table(
+                read,
+                existing,
+                old_rows,
+                (wanted[read.name], unassigned[read.name]),
+                now,
+                lead_partitions,
+                result,
+            )
 
 
 def _write_table(
     read: _Read,
     existing: dict[str, MirroredTable],
     old_rows: dict[int, dict[str, MirroredSegment]],
-    pending: dict[str, Any],
+    reads: tuple[dict[str, Any], dict[str, Any]],
     now: datetime,
     lead_partitions: int | None,
     result: ChangedResult,
 ) -> None:
     name = read.name
+    pending, unassigned = reads
     ideal_map = read.ideal.map_fields if read.ideal else {}
     ev_map = read.external.map_fields if read.external else {}
     table = existing.get(name)
@@ -466,6 +537,7 @@ def _write_table(
         "idealstate_version": read.ideal_version,
         "externalview_version": read.external_version,
         "last_synced": now,
+        "unassigned_segments": _unassigned_values(unassigned, result.warnings),
     }
     if table is None:
         table = MirroredTable.objects.create(name=name, **values)

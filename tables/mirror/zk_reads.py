@@ -9,9 +9,11 @@ Contract:
 - `Batch.get` resolves to `Znode(data, version, mtime_ms)` or None when the znode is missing;
   `Batch.children` to a list or None when the parent is missing.
 - `Batch.probe(checks)` asks whether every `(path, version)` still holds, in ONE request: a
-  transaction of `check` ops (success = unchanged). A version of -1 means "the znode did not
-  exist"; ZooKeeper cannot check absence inside a transaction, so such a path costs an `exists`
-  request in the same pipelined batch (unchanged while it still does not exist).
+  transaction of `check` ops (success = unchanged); past `PROBE_OPS` checks, one transaction per
+  `PROBE_OPS` (a request stays far below ZooKeeper's 1 MB limit), all in the same round trip. A
+  version of -1 means "the znode did not exist"; ZooKeeper cannot check absence inside a
+  transaction, so such a path costs an `exists` request in the same pipelined batch (unchanged
+  while it still does not exist).
 - `ReadCounters` adds up requests and round trips; it is only bookkeeping.
 """
 
@@ -24,7 +26,9 @@ from typing import Any, Generic, TypeVar
 from tables.zk.errors import NoNode
 from tables.zk.zookeeper import ZooKeeperStore
 
-__all__ = ["Batch", "Pending", "ReadCounters", "Znode"]
+__all__ = ["PROBE_OPS", "Batch", "Pending", "ReadCounters", "Znode"]
+
+PROBE_OPS = 1000
 
 T = TypeVar("T")
 
@@ -101,13 +105,15 @@ class Batch:
         present = [(path, version) for path, version in checks if version >= 0]
         absent = [path for path, version in checks if version < 0]
         waits: list[Callable[[], bool]] = []
-        if present:
+        for start in range(0, len(present), PROBE_OPS):
             tx = self.client.transaction()
-            for path, version in present:
+            for path, version in present[start : start + PROBE_OPS]:
                 tx.check(path, version)
             handle = tx.commit_async()
             self.counters.requests += 1
-            waits.append(lambda: not any(isinstance(r, Exception) for r in handle.get()))
+            waits.append(
+                lambda handle=handle: not any(isinstance(r, Exception) for r in handle.get())
+            )
         for path in absent:
             exists = self.client.exists_async(path)
             self.counters.requests += 1

@@ -204,6 +204,31 @@ class DeepStore:
                 removed.append(self._key_of(path))
         return removed
 
+    def uploads(self, raw_table: str) -> list[tuple[str, str, float]]:
+        """Committer uploads of the table, `<raw>/<segment>.tmp.<uuid>` (Pinot's tmp names: the
+        part after `.tmp.` must be a UUID), as (key, segment, last modified epoch seconds), not
+        recursive. Files whose time cannot be read are left out (never deleted by age)."""
+        folder = self.path_for(_raw(raw_table))
+        if not self.fs.exists(folder):
+            return []
+        found = []
+        for path, info in sorted(self._listing(folder)):
+            name = path.rsplit("/", 1)[-1]
+            segment, marker, tail = name.rpartition(".tmp.")
+            if not marker or not segment or info.get("type") == "directory":
+                continue
+            try:
+                uuid.UUID(tail)
+            except ValueError:
+                continue
+            modified = _modified(info)
+            if modified is not None:
+                found.append((self._key_of(path), segment, modified))
+        return found
+
+    def _listing(self, folder: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(entry["name"], entry) for entry in self.fs.ls(folder, detail=True)]
+
     def cleanup_temporaries(self, older_than_s: float, now: float | None = None) -> list[str]:
         """Remove `.tmp-` files (left by crashed publishes) last modified more than
         `older_than_s` seconds ago; returns their keys. Younger ones may be publishes in flight."""

@@ -11,7 +11,9 @@ Contract, for the replica the controller answered COMMIT:
    controller has given the commit up, and the committer stops waiting for the build.
 3. `segmentCommitStart` must answer COMMIT_CONTINUE, then `segmentCommitEndWithMetadata` sends the
    tar's `metadata.properties` and `creation.meta` with `location` = the upload's URI and must
-   answer COMMIT_SUCCESS.
+   answer COMMIT_SUCCESS. When the consumer met offsets the stream had dropped (`lost_ranges`),
+   commit end also carries `streamDataLoss` = "s-e,s-e" (`tables.domain.ledger`), which the
+   controller writes into the committed segment's metadata.
 Anything else is a failed commit: `commit` returns False and the consumer asks again. The staging
 file is always removed; the upload is removed when the controller clearly refused it (an upload
 left by a lost reply is the controller's or the healer's to clean: commit end may have moved it).
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tables.domain.completion_response import Response, Status
+from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, format_offset_ranges
 from tables.domain.names import raw_table_name
 from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import CREATION_META, METADATA_FILE, read_metadata_files
@@ -36,7 +39,7 @@ from tables.segments.staging import write_staging
 from .consumer import SegmentConsumer
 from .protocol import CompletionClient, SegmentFiles
 
-__all__ = ["BuildHandle", "Committer"]
+__all__ = ["BuildHandle", "Committer", "commit_end_params"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,15 @@ class BuildHandle(Protocol):
 
 
 SubmitBuild = Callable[[str, str, str, int, int, str], BuildHandle]
+
+
+def commit_end_params(
+    consumer: SegmentConsumer, params: dict[str, int | str]
+) -> dict[str, int | str]:
+    """segmentCommitEnd's optional parameters: `params` plus the consumer's lost offsets."""
+    if not consumer.lost_ranges:
+        return dict(params)
+    return {**params, STREAM_DATA_LOSS_PARAM: format_offset_ranges(consumer.lost_ranges)}
 
 
 class Committer:
@@ -86,7 +98,7 @@ class Committer:
             if outcome is None:
                 return False
             build_ms = int((time.monotonic() - started) * 1000)
-            params = {
+            params: dict[str, int | str] = {
                 "buildTimeMillis": build_ms,
                 "rowCount": consumer.rows,
                 "segmentSizeBytes": int(outcome.get("size_bytes", 0)),
@@ -105,7 +117,7 @@ class Committer:
                 offset,
                 store.uri_for(upload_key),
                 SegmentFiles(files[METADATA_FILE], files[CREATION_META]),
-                params,
+                commit_end_params(consumer, params),
             )
             if end.status is not Status.COMMIT_SUCCESS:
                 refused = end.status is not Status.NOT_SENT

@@ -22,8 +22,16 @@ Contract:
   retried with capped exponential back-off (0.2 s doubling to `FETCH_BACKOFF_CAP_S`), one warning
   per `FETCH_LOG_EVERY_S`; it is never reported as a consumer error. What waiting cannot fix (a
   deleted topic) and anything unexpected end the segment in ERROR after a best-effort
-  `segmentStoppedConsuming` whose reason names the cause (`stopped_reason`), so the controller can
-  hand the partition on.
+  `segmentStoppedConsuming` whose reason names the cause (`stopped_reason`, also kept in the
+  consumer's `stopped_reason` for the live state), so the controller can hand the partition on.
+- A fetch that reports `data_loss` (the stream dropped offsets at or after `next_offset` before
+  they were read) counts the lost offsets in the partition's `lost_offsets` and records the exact
+  range `[next_offset, first available)` in `lost_ranges` (this segment's only, ascending,
+  adjacent ones merged); the committer declares them at commit end.
+- Fault injection (tests only, `tables.faults`): before each fetch the points
+  `server.<instance_id>.<segment>.consumer_fails` (this consumer only),
+  `server.<instance_id>.consumer_fails` and `server.any.consumer_fails` are tripped; a trip raises
+  `InjectedConsumerFailure`, which takes the failure path above.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tables import faults
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.completion import DEFAULT_COMMIT_TIMEOUT_MS, MAX_TIME_TO_NOTIFY_WINNER_MS
 from tables.domain.completion_response import Response, Status
@@ -45,7 +54,14 @@ from tables.streams.base import StreamError, StreamProvider, TopicNotFound
 
 from .protocol import CompletionClient
 
-__all__ = ["ConsumingSegment", "PartitionStats", "Phase", "SegmentConsumer"]
+__all__ = [
+    "ConsumingSegment",
+    "InjectedConsumerFailure",
+    "PartitionStats",
+    "Phase",
+    "SegmentConsumer",
+    "stopped_reason",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +88,10 @@ class Phase(StrEnum):
 
 
 _UNFINISHED = {Phase.CONSUMING, Phase.HOLDING, Phase.CATCHING_UP, Phase.COMMITTING}
+
+
+class InjectedConsumerFailure(Exception):
+    """A consumer failure asked for by a fault-injection file (`tables.faults`): permanent."""
 
 
 def stopped_reason(exc: BaseException) -> str:
@@ -141,8 +161,10 @@ class SegmentConsumer:
         hold_s: float = 1.0,
         fetch_batch: int = 2000,
         fetch_timeout_ms: int = 200,
+        instance_id: str = "",
     ) -> None:
         self.spec = spec
+        self.instance_id = instance_id  # names the fault-injection point of this server
         self.provider = provider
         self.client = client
         self._commit = commit
@@ -161,6 +183,8 @@ class SegmentConsumer:
         self.values: list[bytes] = []
         self._fetched = False
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
+        self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
+        self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
         self._fetch_backoff = Backoff(first=0.2, cap=FETCH_BACKOFF_CAP_S)
         self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._online = threading.Event()
@@ -235,10 +259,11 @@ class SegmentConsumer:
                 self._complete(reason)
         except Exception as exc:
             log.exception("%s: consumer failed", self.spec.segment)
-            self.phase = Phase.ERROR
             self.error = f"{type(exc).__name__}: {exc}"
+            self.stopped_reason = stopped_reason(exc)
+            self.phase = Phase.ERROR  # after the reason: whoever sees ERROR can read why
             self.client.segment_stopped_consuming(
-                self.spec.table, self.spec.segment, self.next_offset, stopped_reason(exc)
+                self.spec.table, self.spec.segment, self.next_offset, self.stopped_reason
             )
         finally:
             ended = self._stop.is_set() or self._online.is_set()
@@ -281,8 +306,34 @@ class SegmentConsumer:
             latest = self.provider.latest_offset(self.spec.partition)
             stats.latest_offset = max(latest, self.next_offset)
 
+    def _inject_failure(self) -> None:
+        points = (
+            f"server.{self.instance_id}.{self.spec.segment}.consumer_fails",
+            f"server.{self.instance_id}.consumer_fails",
+            "server.any.consumer_fails",
+        )
+        for point in points:
+            if faults.trip(point):
+                raise InjectedConsumerFailure(f"fault injection: {point}")
+
+    def _record_loss(self, first_available: int) -> None:
+        start, end = self.next_offset, first_available
+        if end <= start:
+            return
+        self.stats.lost_offsets += end - start
+        if self.lost_ranges and self.lost_ranges[-1][1] == start:
+            start = self.lost_ranges.pop()[0]
+        self.lost_ranges.append((start, end))
+        log.error(
+            "%s: offsets %d..%d were gone from the stream (data loss)",
+            self.spec.segment,
+            self.next_offset,
+            end - 1,
+        )
+
     def _fetch(self, wanted: int) -> None:
         stats, partition = self.stats, self.spec.partition
+        self._inject_failure()
         try:
             batch = self.provider.fetch(partition, self.next_offset, wanted, self.fetch_timeout_ms)
         except TopicNotFound:
@@ -306,14 +357,7 @@ class SegmentConsumer:
             self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._fetched = True
         if batch.data_loss:
-            lost = batch.first_available_offset - self.next_offset
-            stats.lost_offsets += max(lost, 0)
-            log.error(
-                "%s: offsets %d..%d were gone from the stream (data loss)",
-                self.spec.segment,
-                self.next_offset,
-                batch.first_available_offset - 1,
-            )
+            self._record_loss(batch.first_available_offset)
         for message in batch.messages:
             self.offsets.append(message.offset)
             self.values.append(message.value)

@@ -22,8 +22,16 @@ Contract:
   (`tables.zk.client`), and a new session is met by registering again.
   CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is rewritten,
   compare-and-set, after every transition.
+- A consumer that fails leaves its replica in ERROR with the consumer's `stopped_reason` as the
+  replica's `error`; the failed consumer is kept (`failed_consumer`) so the live state can still
+  show the partition and why it stopped, while the replica is ERROR or (after a reset) OFFLINE,
+  until its next transition succeeds.
+- Reset (`reset_replica`, Helix's STATE_TRANSITION to OFFLINE): from any state, the replica's
+  consumer is stopped without committing and it becomes OFFLINE with error and back-off cleared;
+  CURRENTSTATES is rewritten and the reconcile thread woken, so the replica follows the IdealState
+  back up. A transition in flight for it is waited for first (at most `RESET_WAIT_S`).
 - Messages: once registered, `messages` (`tables.server.messages.MessageHandler`) watches
-  INSTANCES/<id>/MESSAGES and handles FORCE_COMMIT; a consumer started by a transition is
+  INSTANCES/<id>/MESSAGES and handles FORCE_COMMIT and resets; a consumer started by a transition is
   reported to it (`consumer_started`), so a force commit that came meanwhile is not lost. A
   consumer started while its table or partition is paused in the IdealState is force committed at
   once (an empty segment, usually): a pause never waits for a server that was down or slow.
@@ -40,6 +48,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from tables import faults
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
@@ -77,6 +86,7 @@ RECONCILE_BACKOFF_CAP_S = 10.0
 TRANSITION_BACKOFF_CAP_S = 60.0
 LOG_EVERY_S = 60.0
 DOWNLOAD_ATTEMPTS = 3
+RESET_WAIT_S = 60.0
 
 
 @dataclass
@@ -90,6 +100,7 @@ class Replica:
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     failures: int = 0  # transitions failed in a row: the next try waits (capped back-off)
     retry_at: float = 0.0  # time.monotonic() before which no transition is tried again
+    failed_consumer: SegmentConsumer | None = None  # kept after a failure: why it stopped
 
 
 class ServerInstance:
@@ -125,6 +136,7 @@ class ServerInstance:
         self._watched: set[str] = set()
         self._watching = False
         self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)  # notified when a replica stops being busy
         self._publish_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -285,7 +297,8 @@ class ServerInstance:
                 failed = consumer is not None and consumer.phase is Phase.ERROR
                 if replica.state is SegmentState.CONSUMING and failed:
                     replica.state, replica.consumer = SegmentState.ERROR, None
-                    replica.error = "the consumer failed"
+                    replica.error = consumer.stopped_reason or "the consumer failed"
+                    replica.failed_consumer = consumer
                     changed = True
                 step = next_step(replica.state, targets.get(segment))
                 if step is None:
@@ -323,7 +336,7 @@ class ServerInstance:
                 self._fetch(table, segment)
             elif target is SegmentState.DROPPED:
                 self.local.remove(table, segment)
-            replica.state, replica.error = target, None
+            replica.state, replica.error, replica.failed_consumer = target, None, None
             replica.failures, replica.retry_at = 0, 0.0
             log.info("%s %s: %s -> %s", self.instance_id, segment, source, target)
         except Exception as exc:
@@ -344,12 +357,54 @@ class ServerInstance:
             replica.state, replica.error = SegmentState.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
             replica.since_ms = int(time.time() * 1000)
-            with self._lock:
+            with self._idle:
                 if replica.state is SegmentState.DROPPED:
                     self.replicas.get(table, {}).pop(segment, None)
                 replica.busy = False
+                self._idle.notify_all()
             self._publish(table)
             self._wake.set()
+
+    # --- reset (a STATE_TRANSITION message to OFFLINE) ------------------------------------------
+    def reset_replica(self, table: str, segment: str) -> bool:
+        """Reset the replica to OFFLINE (see the module contract). False when this server does
+        not host it; TimeoutError when a transition of it is still running after RESET_WAIT_S."""
+        replica = self._claim(table, segment)
+        if replica is None:
+            return False
+        source, consumer = replica.state, replica.consumer
+        try:
+            self._stop_consumer(replica)  # not committed: no KEEP/DISCARD question either
+            if consumer is not None and consumer.phase is Phase.ERROR:
+                replica.failed_consumer = consumer  # failed before a reconcile round saw it
+            # failed_consumer stays: while OFFLINE after a failure the live state still says why.
+            replica.state, replica.error = SegmentState.OFFLINE, None
+            replica.failures, replica.retry_at = 0, 0.0
+            replica.since_ms = int(time.time() * 1000)
+            log.info("%s %s: reset %s -> OFFLINE", self.instance_id, segment, source)
+        finally:
+            with self._idle:
+                replica.busy = False
+                self._idle.notify_all()
+        self._publish(table)
+        self._wake.set()
+        return True
+
+    def _claim(self, table: str, segment: str) -> Replica | None:
+        """Mark the hosted replica busy once no transition runs on it; None when not hosted."""
+        deadline = time.monotonic() + RESET_WAIT_S
+        with self._idle:
+            while True:
+                replica = self.replicas.get(table, {}).get(segment)
+                if replica is None or replica.state in (None, SegmentState.DROPPED):
+                    return None
+                if not replica.busy:
+                    replica.busy = True
+                    return replica
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stop.is_set():
+                    raise TimeoutError(f"{segment} of {table} is still in a transition")
+                self._idle.wait(min(remaining, 1.0))
 
     def _paused(self, table: str, segment: str) -> bool:
         """Is the segment's table or partition paused in the IdealState this server last saw?"""
@@ -398,6 +453,7 @@ class ServerInstance:
             self.committer,
             self._stats(spec),
             hold_s=self.hold_s,
+            instance_id=self.instance_id,
         )
         consumer.start()
         return consumer
@@ -419,6 +475,9 @@ class ServerInstance:
             return stats
 
     def _fetch(self, table: str, segment: str) -> None:
+        for point in (f"server.{self.instance_id}.download_fails", "server.any.download_fails"):
+            if faults.trip(point):
+                raise OSError(f"fault injection: {point}")
         meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
         if not meta.is_completed:
             raise ValueError(f"{segment} is {meta.status}: there is no committed copy to fetch")

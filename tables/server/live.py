@@ -4,7 +4,9 @@ Contract:
 - `LivePublisher(instance, client, cluster, interval_s, ttl_s)` runs one daemon thread. It
   publishes at once on `start()`, then every `interval_s`: for every table the instance hosts
   (`ServerInstance.hosted_tables`, filtered by `replicas_of`) and every replica in CONSUMING state
-  with a consumer, one `PartitionLive`, all in one `live_state.publish` (the server's hash,
+  with a consumer, one `PartitionLive`, and one for every replica in ERROR, or OFFLINE after a
+  reset, whose consumer failed (`Replica.failed_consumer`: NOT_CONSUMING, phase ERROR, the offsets
+  where it stopped, `stoppedReason`), all in one `live_state.publish` (the server's hash,
   replaced atomically, expiring after `ttl_s`). A server hosting nothing still publishes its
   empty marker, so it reads as reporting.
 - Figures agree with the server's own `/tables/{t}/consumingSegmentsInfo` (`admin._info`):
@@ -20,6 +22,8 @@ Contract:
   `completingSinceMs` is when the replica left CONSUMING for the completion protocol (HOLDING,
   CATCHING_UP, COMMITTING, ...): it survives the HOLDING <-> CATCHING_UP round trips of one
   completion, so a stuck commit's age keeps growing; None while consuming.
+  `stoppedReason` is the failed consumer's `stopped_reason` (the reason it sent with
+  segmentStoppedConsuming, e.g. "topicNotFound: ..."), None while it has not failed.
 - A failing publish (Redis down, a replica changing under the walk) is logged and retried on the
   next tick; it never ends the thread. `failures` and `published` count ticks.
 - `stop()` ends the thread promptly (it waits on an event, not a sleep) and deletes the server's
@@ -75,6 +79,7 @@ def partition_live(
         updatedMs=now_ms,
         phaseSinceMs=phase_since_ms,
         completingSinceMs=completing_since_ms,
+        stoppedReason=consumer.stopped_reason,
     )
 
 
@@ -148,7 +153,11 @@ class LivePublisher:
             replicas = self.instance.replicas_of(table)
             for segment, replica in sorted((replicas or {}).items()):
                 consumer = replica.consumer
-                if replica.state is not SegmentState.CONSUMING or consumer is None:
+                if replica.state in (SegmentState.ERROR, SegmentState.OFFLINE):
+                    consumer = replica.failed_consumer
+                elif replica.state is not SegmentState.CONSUMING:
+                    continue
+                if consumer is None:
                     continue
                 key = (table, consumer.spec.partition)
                 rows = consumer.stats.rows_consumed

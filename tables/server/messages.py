@@ -15,6 +15,15 @@ Contract:
   ignored, as Pinot's handler ignores them. A listed segment whose replica is still starting its
   consumer (a transition in flight) is remembered for `PENDING_TTL_S` and forced as soon as
   `consumer_started` reports its consumer.
+- STATE_TRANSITION with TO_STATE OFFLINE (Helix's reset, `PHRM.resetPartitionAllState`, round 2
+  §A.7): the replica is reset from whatever state it is in (ERROR, CONSUMING, ONLINE, OFFLINE)
+  by `reset_replica`: consumer stopped without committing, OFFLINE, error and back-off cleared,
+  CURRENTSTATES rewritten, the reconcile loop woken, which follows the IdealState back up (ONLINE:
+  download; CONSUMING: consume again from the segment's ZK start offset). As in Helix, a
+  `FROM_STATE` other than the replica's current state (or "*"; a CONSUMING replica whose
+  consumer failed counts as ERROR) makes the message stale: it is deleted unhandled, logged. A
+  reset of a replica this server does not host is deleted with a log line; other target states
+  are not handled here (the IdealState drives transitions).
 """
 
 from __future__ import annotations
@@ -50,6 +59,22 @@ class MessageTarget(Protocol):
     ctx: Callable[[], ClusterContext]
 
     def replicas_of(self, table: str) -> Mapping[str, Any] | None: ...
+
+    def reset_replica(self, table: str, segment: str) -> bool:
+        """Reset the replica to OFFLINE (see the module contract); False when not hosted."""
+        ...
+
+
+def _current_state(replica: Any) -> str:
+    """The replica's state as a reset's FROM_STATE must name it: a CONSUMING replica whose
+    consumer failed is ERROR already (the reconcile round that records it may not have run yet,
+    and the controller resets it right after segmentStoppedConsuming)."""
+    if replica is None or not replica.state:
+        return "OFFLINE"
+    consumer = replica.consumer
+    if str(replica.state) == "CONSUMING" and consumer is not None and consumer.phase is Phase.ERROR:
+        return "ERROR"
+    return str(replica.state)
 
 
 class MessageHandler:
@@ -142,12 +167,15 @@ class MessageHandler:
             return 0
         acted = 0
         request = zk_messages.parse_force_commit(record)
+        transition = zk_messages.parse_state_transition(record)
         if request is not None:
             forced = self.force_commit(request.table, request.segments)
             log.info(
                 "%s: FORCE_COMMIT %s of %s: forcing %s", me, msg_id, request.table, forced or "none"
             )
             acted = 1
+        elif transition is not None:
+            acted = self.state_transition(msg_id, transition)
         else:
             simple = record.simple_fields
             log.warning(
@@ -160,6 +188,32 @@ class MessageHandler:
         zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
         self.handled += acted
         return acted
+
+    # --- STATE_TRANSITION (reset) -------------------------------------------------------------
+    def state_transition(self, msg_id: str, request: zk_messages.StateTransitionRequest) -> int:
+        """Apply a reset (TO_STATE OFFLINE) to the replica; 1 when it was reset, else 0 (why is
+        logged). A replica busy with a transition is waited for (the server's `reset_replica`)."""
+        me, table, segment = self.server.instance_id, request.table, request.segment
+        what = f"STATE_TRANSITION {msg_id} of {table}/{segment}"
+        if request.to_state != zk_messages.OFFLINE:
+            log.warning("%s: %s to %s is not handled here; deleting it", me, what, request.to_state)
+            return 0
+        replica = (self.server.replicas_of(table) or {}).get(segment)
+        current = _current_state(replica)
+        if replica is not None and request.from_state not in ("", "*", current):
+            log.warning(
+                "%s: %s from %s is stale: the replica is %s; deleting it",
+                me,
+                what,
+                request.from_state,
+                current,
+            )
+            return 0
+        if not self.server.reset_replica(table, segment):
+            log.info("%s: %s: this server does not host the replica; deleting it", me, what)
+            return 0
+        log.info("%s: %s: reset from %s to OFFLINE", me, what, current)
+        return 1
 
     # --- FORCE_COMMIT -----------------------------------------------------------------------------
     def force_commit(self, table: str, segments: tuple[str, ...] | list[str]) -> list[str]:

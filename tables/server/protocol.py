@@ -37,7 +37,7 @@ from tables.domain.completion_response import RESP_NOT_SENT, Response
 from tables.security import cluster_token
 from tables.zk.records import read_record
 
-__all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles"]
+__all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles", "query_params"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,23 @@ def _multipart(files: Mapping[str, bytes]) -> tuple[bytes, str]:
         body += content + b"\r\n"
     body += f"--{boundary}--\r\n".encode()
     return bytes(body), f"multipart/form-data; boundary={boundary}"
+
+
+def query_params(
+    instance: str, segment: str, offset: int, optional: Mapping[str, object]
+) -> dict[str, object]:
+    """A protocol call's query parameters: the required three, then `optional` ones that are
+    set (Pinot sends optional numeric parameters only when they are > 0)."""
+    params: dict[str, object] = {
+        "instance": instance,
+        "name": segment,
+        "streamPartitionMsgOffset": offset,
+    }
+    for key, value in optional.items():
+        if value is None or (isinstance(value, int) and value <= 0) or value == "":
+            continue
+        params[key] = value
+    return params
 
 
 class CompletionClient:
@@ -204,12 +221,7 @@ class CompletionClient:
         base = self.locator.url_for(table)
         if base is None:
             return RESP_NOT_SENT
-        params = {"instance": self.instance_id, "name": segment, "streamPartitionMsgOffset": offset}
-        # Pinot sends optional numeric parameters only when they are > 0.
-        for key, value in optional.items():
-            if value is None or (isinstance(value, int) and value <= 0) or value == "":
-                continue
-            params[key] = value
+        params = query_params(self.instance_id, segment, offset, optional)
         url = f"{base}/{msg_type}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url, data=body, method="POST" if body else "GET")
         request.add_header("Authorization", f"Bearer {self.token}")

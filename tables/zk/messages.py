@@ -10,6 +10,13 @@ Contract:
   (`ForceCommitMessage`) is `MSG_TYPE` = `USER_DEFINE_MSG`, `MSG_SUBTYPE` = `FORCE_COMMIT`,
   `TIMEOUT` = `-1`, `tableName` = the table with type, `segmentNames` = the names joined by ",".
   `PARTITION_NAME` is left out: Pinot's recipient criteria leave the partition unset.
+- A Helix reset (`PHRM.resetPartitionAllState`, reference round 2 §A.7) is a `STATE_TRANSITION`
+  message (no subtype) for one replica: `PARTITION_NAME` = the segment, `RESOURCE_NAME` = the
+  table, `FROM_STATE` = its current state, `TO_STATE` = the state model's initial state
+  (`OFFLINE`), `STATE_MODEL_DEF` = `SegmentOnlineOfflineStateModel`, `STATE_MODEL_FACTORY_NAME` =
+  `DEFAULT`, `TGT_SESSION_ID` = the live instance's session, `SRC_NAME` = `<host>-ADMIN`.
+  `pending_state_transition` is Pinot's guard: a reset is refused while any STATE_TRANSITION
+  message for the same session, resource and partition is still in the instance's folder.
 - `send_message` creates the znode and never overwrites one (ids are fresh UUIDs).
 - The recipient: `mark_read` sets `MSG_STATE` = `read`, `READ_TIMESTAMP` and `EXE_SESSION_ID` with
   compare-and-set (as Helix's executor does before it handles a message), `delete_message` removes
@@ -28,7 +35,7 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import NoNodeError
 
-from tables.domain.znrecord import ZNRecord
+from tables.domain.znrecord import ZNRecord, ZNRecordError
 from tables.zk.interface import ZkStore
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import create_record, read_record, update_record
@@ -36,21 +43,32 @@ from tables.zk.watches import Watch, watch_children
 
 __all__ = [
     "FORCE_COMMIT",
+    "FROM_STATE",
     "MSG_SUBTYPE",
     "MSG_TYPE",
+    "PARTITION_NAME",
+    "RESOURCE_NAME",
     "SEGMENT_NAMES",
+    "STATE_MODEL_DEF",
+    "STATE_MODEL_FACTORY_NAME",
+    "STATE_TRANSITION",
     "TABLE_NAME",
     "TGT_SESSION_ID",
+    "TO_STATE",
     "USER_DEFINE_MSG",
     "ForceCommitRequest",
+    "StateTransitionRequest",
     "delete_message",
     "force_commit_message",
     "mark_read",
     "message_ids",
     "new_message",
     "parse_force_commit",
+    "parse_state_transition",
+    "pending_state_transition",
     "read_message",
     "send_message",
+    "state_transition_message",
     "watch_messages",
 ]
 
@@ -69,9 +87,18 @@ TGT_SESSION_ID = "TGT_SESSION_ID"
 RESOURCE_NAME = "RESOURCE_NAME"
 TIMEOUT = "TIMEOUT"
 RETRY_COUNT = "RETRY_COUNT"
+PARTITION_NAME = "PARTITION_NAME"
+FROM_STATE = "FROM_STATE"
+TO_STATE = "TO_STATE"
+STATE_MODEL_DEF = "STATE_MODEL_DEF"
+STATE_MODEL_FACTORY_NAME = "STATE_MODEL_FACTORY_NAME"
 
 USER_DEFINE_MSG = "USER_DEFINE_MSG"
 FORCE_COMMIT = "FORCE_COMMIT"
+STATE_TRANSITION = "STATE_TRANSITION"
+SEGMENT_STATE_MODEL = "SegmentOnlineOfflineStateModel"
+DEFAULT_FACTORY = "DEFAULT"
+OFFLINE = "OFFLINE"
 TABLE_NAME = "tableName"
 SEGMENT_NAMES = "segmentNames"
 STATE_NEW, STATE_READ = "new", "read"
@@ -157,6 +184,64 @@ def parse_force_commit(record: ZNRecord) -> ForceCommitRequest | None:
     return ForceCommitRequest(simple.get(TABLE_NAME, ""), tuple(n for n in names if n))
 
 
+def state_transition_message(
+    table: str,
+    segment: str,
+    *,
+    target: str,
+    target_session: str,
+    from_state: str,
+    to_state: str = OFFLINE,
+    source: str,
+    cluster: str,
+    now_ms: int,
+    msg_id: str | None = None,
+) -> ZNRecord:
+    """Helix's STATE_TRANSITION of `segment` of `table` on `target` (a reset, by default)."""
+    return new_message(
+        STATE_TRANSITION,
+        None,
+        source=source,
+        cluster=cluster,
+        target=target,
+        target_session=target_session,
+        resource=table,
+        now_ms=now_ms,
+        fields={
+            PARTITION_NAME: segment,
+            FROM_STATE: from_state,
+            TO_STATE: to_state,
+            STATE_MODEL_DEF: SEGMENT_STATE_MODEL,
+            STATE_MODEL_FACTORY_NAME: DEFAULT_FACTORY,
+        },
+        msg_id=msg_id,
+    )
+
+
+@dataclass(frozen=True)
+class StateTransitionRequest:
+    table: str
+    segment: str
+    from_state: str
+    to_state: str
+    session: str  # the target session ("" when the message names none)
+
+
+def parse_state_transition(record: ZNRecord) -> StateTransitionRequest | None:
+    """The transition a STATE_TRANSITION message asks for, or None when it is another kind of
+    message or lacks its resource, partition or target state."""
+    simple = record.simple_fields
+    if simple.get(MSG_TYPE) != STATE_TRANSITION:
+        return None
+    table, segment = simple.get(RESOURCE_NAME, ""), simple.get(PARTITION_NAME, "")
+    to_state = simple.get(TO_STATE, "")
+    if not table or not segment or not to_state:
+        return None
+    return StateTransitionRequest(
+        table, segment, simple.get(FROM_STATE, ""), to_state, simple.get(TGT_SESSION_ID, "")
+    )
+
+
 # --- ZooKeeper ----------------------------------------------------------------------------------
 def send_message(client: ZkStore, paths: ClusterPaths, record: ZNRecord) -> str:
     """Create the message znode under its `TGT_NAME`'s MESSAGES folder; returns its path."""
@@ -215,6 +300,28 @@ def delete_message(client: ZkStore, paths: ClusterPaths, instance: str, msg_id: 
     except NoNodeError:
         return False
     return True
+
+
+def pending_state_transition(
+    client: ZkStore, paths: ClusterPaths, instance: str, session: str, table: str, segment: str
+) -> bool:
+    """Is a STATE_TRANSITION of `segment` of `table` for `session` still waiting in `instance`'s
+    MESSAGES (read or not)? Pinot refuses to reset the replica then. Unreadable messages and
+    messages deleted during the walk are skipped."""
+    for msg_id in message_ids(client, paths, instance):
+        try:
+            record = read_message(client, paths, instance, msg_id)
+        except ZNRecordError:
+            continue
+        request = None if record is None else parse_state_transition(record)
+        if (
+            request is not None
+            and request.session == session
+            and request.table == table
+            and request.segment == segment
+        ):
+            return True
+    return False
 
 
 def watch_messages(

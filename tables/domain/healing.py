@@ -1,0 +1,647 @@
+"""What the healing manager repairs, decided from a table's state (pure; round 2 §A.3, §A.6).
+
+`plan_consuming_repairs` is Pinot's `ensureAllPartitionsConsuming` as a decision: from the
+IdealState (segment -> instance -> state), the facts of every LLC segment's ZK metadata (status,
+offsets, znode mtime), the stream's partitions and `now_ms`, it returns a `Plan`. For each
+partition, whose *latest* segment is the highest sequence in ZooKeeper (not the IdealState), the
+first matching case of Pinot's order applies:
+
+1. latest in the IdealState with a CONSUMING replica and status DONE: the controller stopped after
+   commit step 1. Past the guard (znode mtime + `max_completion_ms`) the latest goes ONLINE and a
+   new segment starts at its end offset (`COMMIT_STOPPED_AFTER_STEP1`); when the stream no longer
+   has the partition the latest only goes ONLINE (`PARTITION_ENDED`). Before the guard: a `Wait`.
+2. same, IN_PROGRESS, with OFFLINE replicas and `partial_offline_repair`: those replicas go back to
+   CONSUMING (`PARTIAL_OFFLINE`). Otherwise healthy.
+3. latest in the IdealState with no CONSUMING replica: all replicas OFFLINE (the servers stopped
+   consuming) -> a new segment from the latest's *start* offset (`ALL_REPLICAS_OFFLINE`); all ONLINE
+   and not IN_PROGRESS (resume after pause, deleted consuming segment) -> from its *end* offset
+   (`NO_CONSUMING_SEGMENT`); anything else is unexpected (a problem, no action). A partition the
+   stream no longer has gets nothing.
+4. latest not in the IdealState: the controller stopped after commit step 2. Past the guard (the
+   latest's own mtime), when IN_PROGRESS: a CONSUMING segment of the partition goes ONLINE and the
+   latest is added CONSUMING (`COMMIT_STOPPED_AFTER_STEP2`); with none found that is Pinot's
+   "potential data loss" (`data_loss`), and the latest is added anyway. Other statuses: a problem.
+Then every stream partition with no segment at all gets sequence 0 from the stream's earliest
+offset (`NEW_PARTITION`). Paused partitions (`paused_partitions`) are left alone; the caller skips
+the whole plan for a paused table, as Pinot does.
+
+Beyond Pinot: two segments of one partition with one sequence number (a committer and a repair
+that both made a next segment) are resolved by preferring the one in the IdealState.
+
+`apply_repairs` applies resolved repairs (`Resolved`: a repair with the new segment's name and
+instances) to an IdealState inside a compare-and-set loop, re-checking each against the record it
+replaces: a repair whose premise no longer holds (a commit got there first, a pause landed) is
+dropped, and no partition ever ends with two segments that have CONSUMING replicas.
+
+`plan_error_repairs` is Pinot's `repairSegmentsInErrorState` for non-pauseless tables: an LLC
+segment in both views with an ERROR replica in the ExternalView is reset (Helix-style, every replica
+not OFFLINE goes to OFFLINE and follows the IdealState back) when its status is not IN_PROGRESS, or
+when it is IN_PROGRESS with every replica in ERROR; an IN_PROGRESS segment with only some replicas
+in ERROR is not touched; a COMMITTING one with every replica in ERROR needs re-ingestion.
+
+`start_offset(zk_offset, earliest)` is Pinot's `selectStartOffset`: the ZK offset, or the stream's
+earliest when that is later (data loss).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tables.domain.idealstate import InstanceState, finalize_for_write
+from tables.domain.names import LLCSegmentName
+from tables.domain.znrecord import ZNRecord
+
+__all__ = [
+    "ErrorRepair",
+    "ErrorRepairKind",
+    "Plan",
+    "Repair",
+    "RepairKind",
+    "Resolved",
+    "SegmentFacts",
+    "Wait",
+    "apply_repairs",
+    "latest_by_partition",
+    "plan_consuming_repairs",
+    "plan_error_repairs",
+    "start_offset",
+]
+
+DONE, IN_PROGRESS, COMMITTING = "DONE", "IN_PROGRESS", "COMMITTING"
+CONSUMING, ONLINE, OFFLINE, ERROR = (
+    InstanceState.CONSUMING,
+    InstanceState.ONLINE,
+    InstanceState.OFFLINE,
+    InstanceState.ERROR,
+)
+
+
+class RepairKind(StrEnum):
+    COMMIT_STOPPED_AFTER_STEP1 = "commitStoppedAfterStep1"
+    PARTITION_ENDED = "partitionEnded"
+    PARTIAL_OFFLINE = "partialOfflineReplicas"
+    ALL_REPLICAS_OFFLINE = "allReplicasOffline"
+    NO_CONSUMING_SEGMENT = "noConsumingSegment"
+    COMMIT_STOPPED_AFTER_STEP2 = "commitStoppedAfterStep2"
+    NEW_PARTITION = "newPartition"
+    DUPLICATE_SEQUENCE = "duplicateSequence"
+
+
+class OffsetFrom(StrEnum):
+    END = "endOffset"
+    START = "startOffset"
+    EARLIEST = "earliest"
+
+
+@dataclass(frozen=True)
+class SegmentFacts:
+    """One LLC segment's ZK metadata, as the healer needs it."""
+
+    name: str
+    status: str
+    start_offset: str | None
+    end_offset: str | None
+    mtime_ms: int
+
+    @property
+    def llc(self) -> LLCSegmentName:
+        parsed = LLCSegmentName.parse(self.name)
+        if parsed is None:
+            raise ValueError(f"{self.name} is not an LLC segment name")
+        return parsed
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One partition's repair, before offsets and names are resolved.
+
+    `new_from`: where a new CONSUMING segment starts (None: no new segment; EARLIEST: the stream's
+    earliest offset, `offset` is then None). `to_online`: segments whose replicas all go ONLINE.
+    `add_latest`: the latest segment itself is added CONSUMING (case 4). `to_consuming`: replicas
+    of `segment` that go back from OFFLINE to CONSUMING (partial repair)."""
+
+    kind: RepairKind
+    partition: int
+    segment: str | None
+    reason: str
+    new_from: OffsetFrom | None = None
+    offset: str | None = None
+    sequence: int = 0
+    to_online: tuple[str, ...] = ()
+    add_latest: bool = False
+    to_consuming: tuple[str, ...] = ()
+    data_loss: bool = False
+    drop: tuple[str, ...] = ()  # stray ZK metadata to delete (duplicate sequence)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A partition left alone until `until_ms` (the guard: a commit may still be in flight)."""
+
+    partition: int
+    segment: str
+    kind: RepairKind
+    until_ms: int
+    reason: str
+
+
+@dataclass
+class Plan:
+    repairs: list[Repair] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def for_partition(self, partition: int) -> Repair | Wait | None:
+        for item in (*self.repairs, *self.waits):
+            if item.partition == partition:
+                return item
+        return None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A repair ready to write: the new segment's name and the instances it goes to."""
+
+    repair: Repair
+    new_segment: str | None = None
+    instances: tuple[str, ...] = ()
+
+
+def start_offset(zk_offset: int, earliest: int | None) -> tuple[int, bool]:
+    """Pinot's selectStartOffset: (offset, data lost) — the stream's earliest when it is past the
+    ZK offset."""
+    if earliest is not None and earliest > zk_offset:
+        return earliest, True
+    return zk_offset, False
+
+
+def _states(ideal: Mapping[str, Mapping[str, str]], segment: str) -> Mapping[str, str] | None:
+    return ideal.get(segment)
+
+
+def latest_by_partition(
+    segments: Iterable[SegmentFacts], ideal: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[int, SegmentFacts], dict[int, list[SegmentFacts]]]:
+    """Each partition's latest segment (highest sequence; on a tie the one in the IdealState, then
+    the newest name), and the strays that share its sequence number without being in it."""
+    by_key: dict[tuple[int, int], list[SegmentFacts]] = defaultdict(list)
+    for facts in segments:
+        parsed = LLCSegmentName.parse(facts.name)
+        if parsed is not None:
+            by_key[(parsed.partition_group_id, parsed.sequence_number)].append(facts)
+    latest: dict[int, SegmentFacts] = {}
+    strays: dict[int, list[SegmentFacts]] = {}
+    for (partition, sequence), found in sorted(by_key.items()):
+        current = latest.get(partition)
+        if current is not None and current.llc.sequence_number > sequence:
+            continue
+        ranked = sorted(found, key=lambda f: (f.name in ideal, f.name), reverse=True)
+        latest[partition] = ranked[0]
+        strays[partition] = ranked[1:]
+    return latest, strays
+
+
+def plan_consuming_repairs(
+    ideal: Mapping[str, Mapping[str, str]],
+    segments: Iterable[SegmentFacts],
+    *,
+    stream_partitions: Collection[int] | None,
+    now_ms: int,
+    max_completion_ms: int,
+    partial_offline_repair: bool = False,
+    paused_partitions: Collection[int] = (),
+) -> Plan:
+    """The repairs of `ensureAllPartitionsConsuming` (see the module docstring).
+
+    `stream_partitions` None means the stream could not be asked: nothing is planned that depends
+    on it (partition end, new partitions), and partitions are assumed to still exist."""
+    plan = Plan()
+    latest, strays = latest_by_partition(segments, ideal)
+    for partition in sorted(latest):
+        if partition in paused_partitions:
+            continue
+        facts = latest[partition]
+        exists = stream_partitions is None or partition in stream_partitions
+        if strays.get(partition):
+            _plan_strays(plan, partition, facts, strays[partition], now_ms, max_completion_ms)
+        _plan_partition(
+            plan, ideal, facts, exists, now_ms, max_completion_ms, partial_offline_repair
+        )
+    if stream_partitions is not None:
+        for partition in sorted(set(stream_partitions) - set(latest) - set(paused_partitions)):
+            plan.repairs.append(
+                Repair(
+                    RepairKind.NEW_PARTITION,
+                    partition,
+                    None,
+                    f"stream partition {partition} has no segment yet: a first segment starts "
+                    "at the stream's earliest offset",
+                    new_from=OffsetFrom.EARLIEST,
+                    sequence=0,
+                )
+            )
+    return plan
+
+
+def _guard(facts: SegmentFacts, max_completion_ms: int) -> int:
+    return facts.mtime_ms + max_completion_ms
+
+
+def _plan_strays(
+    plan: Plan,
+    partition: int,
+    latest: SegmentFacts,
+    strays: Sequence[SegmentFacts],
+    now_ms: int,
+    max_completion_ms: int,
+) -> None:
+    old = [s.name for s in strays if now_ms > _guard(s, max_completion_ms)]
+    if old:
+        plan.repairs.append(
+            Repair(
+                RepairKind.DUPLICATE_SEQUENCE,
+                partition,
+                latest.name,
+                f"{', '.join(old)} share sequence {latest.llc.sequence_number} with "
+                f"{latest.name} but are in no IdealState: left by a commit that lost a race",
+                drop=tuple(old),
+            )
+        )
+
+
+def _plan_partition(
+    plan: Plan,
+    ideal: Mapping[str, Mapping[str, str]],
+    facts: SegmentFacts,
+    exists: bool,
+    now_ms: int,
+    max_completion_ms: int,
+    partial_offline_repair: bool,
+) -> None:
+    states = _states(ideal, facts.name)
+    if states is None:
+        _plan_missing_from_idealstate(plan, ideal, facts, now_ms, max_completion_ms)
+    elif CONSUMING in states.values():
+        _plan_consuming(
+            plan, facts, states, exists, now_ms, max_completion_ms, partial_offline_repair
+        )
+    else:
+        _plan_no_consuming(plan, facts, states, exists)
+
+
+def _plan_consuming(
+    plan: Plan,
+    facts: SegmentFacts,
+    states: Mapping[str, str],
+    exists: bool,
+    now_ms: int,
+    max_completion_ms: int,
+    partial_offline_repair: bool,
+) -> None:
+    name = facts.llc
+    partition = name.partition_group_id
+    if facts.status == DONE:
+        until = _guard(facts, max_completion_ms)
+        kind = RepairKind.COMMIT_STOPPED_AFTER_STEP1 if exists else RepairKind.PARTITION_ENDED
+        if now_ms <= until:
+            plan.waits.append(
+                Wait(
+                    partition,
+                    facts.name,
+                    kind,
+                    until,
+                    f"{facts.name} is DONE but still CONSUMING in the IdealState: a commit may "
+                    "still be finishing its last step",
+                )
+            )
+            return
+        if not exists:
+            plan.repairs.append(
+                Repair(
+                    kind,
+                    partition,
+                    facts.name,
+                    f"{facts.name} is DONE but still CONSUMING and the stream no longer has "
+                    f"partition {partition}: its replicas go ONLINE, no new segment",
+                    to_online=(facts.name,),
+                )
+            )
+            return
+        plan.repairs.append(
+            Repair(
+                kind,
+                partition,
+                facts.name,
+                f"{facts.name} is DONE but still CONSUMING in the IdealState: the controller "
+                "stopped after commit step 1; its replicas go ONLINE and a new segment starts "
+                f"at its end offset {facts.end_offset}",
+                new_from=OffsetFrom.END,
+                offset=facts.end_offset,
+                sequence=name.sequence_number + 1,
+                to_online=(facts.name,),
+            )
+        )
+        return
+    if facts.status == IN_PROGRESS and partial_offline_repair:
+        offline = tuple(sorted(i for i, s in states.items() if s == OFFLINE))
+        if offline:
+            plan.repairs.append(
+                Repair(
+                    RepairKind.PARTIAL_OFFLINE,
+                    partition,
+                    facts.name,
+                    f"{', '.join(offline)} stopped consuming {facts.name} while other replicas "
+                    "go on: back to CONSUMING",
+                    to_consuming=offline,
+                )
+            )
+
+
+def _plan_no_consuming(
+    plan: Plan, facts: SegmentFacts, states: Mapping[str, str], exists: bool
+) -> None:
+    name = facts.llc
+    partition = name.partition_group_id
+    values = list(states.values())
+    all_offline = bool(values) and all(s == OFFLINE for s in values)
+    all_online_done = (
+        bool(values) and all(s == ONLINE for s in values) and facts.status != IN_PROGRESS
+    )
+    if not all_offline and not all_online_done:
+        plan.problems.append(
+            f"partition {partition}: {facts.name} ({facts.status}) has replicas "
+            f"{dict(sorted(states.items()))} and none CONSUMING: unexpected, not repaired"
+        )
+        return
+    if not exists:
+        return  # the partition reached its end of life
+    if all_offline:
+        plan.repairs.append(
+            Repair(
+                RepairKind.ALL_REPLICAS_OFFLINE,
+                partition,
+                facts.name,
+                f"every replica of {facts.name} is OFFLINE (the servers stopped consuming it): "
+                f"a new segment consumes again from its start offset {facts.start_offset}",
+                new_from=OffsetFrom.START,
+                offset=facts.start_offset,
+                sequence=name.sequence_number + 1,
+            )
+        )
+        return
+    plan.repairs.append(
+        Repair(
+            RepairKind.NO_CONSUMING_SEGMENT,
+            partition,
+            facts.name,
+            f"partition {partition} has no CONSUMING segment after {facts.name} ({facts.status}, "
+            f"ONLINE): a new segment starts at its end offset {facts.end_offset}",
+            new_from=OffsetFrom.END,
+            offset=facts.end_offset,
+            sequence=name.sequence_number + 1,
+        )
+    )
+
+
+def _plan_missing_from_idealstate(
+    plan: Plan,
+    ideal: Mapping[str, Mapping[str, str]],
+    facts: SegmentFacts,
+    now_ms: int,
+    max_completion_ms: int,
+) -> None:
+    partition = facts.llc.partition_group_id
+    until = _guard(facts, max_completion_ms)
+    kind = RepairKind.COMMIT_STOPPED_AFTER_STEP2
+    if now_ms <= until:
+        plan.waits.append(
+            Wait(
+                partition,
+                facts.name,
+                kind,
+                until,
+                f"{facts.name} has metadata but is not in the IdealState yet: a commit may "
+                "still be finishing its last step",
+            )
+        )
+        return
+    if facts.status != IN_PROGRESS:
+        plan.problems.append(
+            f"partition {partition}: {facts.name} is {facts.status} but not in the IdealState: "
+            "unexpected, not repaired"
+        )
+        return
+    consuming = [
+        segment
+        for segment in _partition_segments(ideal, partition)
+        if CONSUMING in ideal[segment].values()
+    ]
+    if consuming:
+        reason = (
+            f"{facts.name} was created but never added to the IdealState: the controller "
+            f"stopped after commit step 2; {consuming[0]} goes ONLINE and {facts.name} CONSUMING"
+        )
+    else:
+        reason = (
+            f"{facts.name} was created but never added to the IdealState, and no segment of "
+            f"partition {partition} is CONSUMING (potential data loss): it is added CONSUMING"
+        )
+    plan.repairs.append(
+        Repair(
+            kind,
+            partition,
+            facts.name,
+            reason,
+            to_online=tuple(consuming[:1]),
+            add_latest=True,
+            data_loss=not consuming,
+        )
+    )
+
+
+def _partition_segments(ideal: Mapping[str, Mapping[str, str]], partition: int) -> list[str]:
+    found = []
+    for segment in ideal:
+        parsed = LLCSegmentName.parse(segment)
+        if parsed is not None and parsed.partition_group_id == partition:
+            found.append((parsed.sequence_number, segment))
+    return [segment for _, segment in sorted(found)]
+
+
+# --- applying repairs to an IdealState --------------------------------------------------------
+
+
+def apply_repairs(
+    record: ZNRecord,
+    resolved: Sequence[Resolved],
+    is_paused: Callable[[ZNRecord, int], bool],
+) -> tuple[ZNRecord | None, list[Resolved], list[tuple[Resolved, str]]]:
+    """(new IdealState or None when nothing changes, applied, dropped with why), re-checking each
+    repair against `record` (see the module docstring). Pure; safe in a compare-and-set loop."""
+    out = record.copy()
+    applied: list[Resolved] = []
+    dropped: list[tuple[Resolved, str]] = []
+    for item in resolved:
+        why = _apply_one(out, item, is_paused(record, item.repair.partition))
+        if why is None:
+            applied.append(item)
+        else:
+            dropped.append((item, why))
+    if not applied:
+        return None, applied, dropped
+    return finalize_for_write(out), applied, dropped
+
+
+def _apply_one(out: ZNRecord, item: Resolved, paused: bool) -> str | None:
+    repair = item.repair
+    if repair.kind is RepairKind.DUPLICATE_SEQUENCE:
+        return "no IdealState change" if repair.drop else None
+    if repair.kind is RepairKind.PARTIAL_OFFLINE:
+        return _apply_partial(out, repair)
+    why = _check_premise(out, repair)
+    if why is not None:
+        return why
+    adds = item.new_segment is not None or repair.add_latest
+    if adds and paused:
+        if repair.kind is RepairKind.COMMIT_STOPPED_AFTER_STEP1:
+            _to_online(out, repair.to_online)  # as a commit that meets a pause: no next segment
+            return None
+        return "the partition is paused now"
+    _to_online(out, repair.to_online)
+    new = repair.segment if repair.add_latest else item.new_segment
+    if new is not None:
+        if not item.instances:
+            return "no server is tagged for the table"
+        if _consuming_in_partition(out, repair.partition):
+            return f"partition {repair.partition} has a CONSUMING segment now"
+        out.map_fields[new] = {instance: CONSUMING for instance in item.instances}
+    return None
+
+
+def _check_premise(out: ZNRecord, repair: Repair) -> str | None:
+    name = repair.segment
+    partition = repair.partition
+    if repair.kind in (RepairKind.COMMIT_STOPPED_AFTER_STEP1, RepairKind.PARTITION_ENDED):
+        states = out.map_fields.get(name or "")
+        if not states or CONSUMING not in states.values():
+            return f"{name} has no CONSUMING replica now (a commit finished it)"
+    elif repair.kind in (RepairKind.ALL_REPLICAS_OFFLINE, RepairKind.NO_CONSUMING_SEGMENT):
+        if _consuming_in_partition(out, partition):
+            return f"partition {partition} has a CONSUMING segment now"
+    elif repair.kind is RepairKind.COMMIT_STOPPED_AFTER_STEP2:
+        if name in out.map_fields:
+            return f"{name} is in the IdealState now (the commit finished)"
+        for segment in repair.to_online:
+            states = out.map_fields.get(segment)
+            if not states or CONSUMING not in states.values():
+                return f"{segment} has no CONSUMING replica now"
+    if repair.sequence and _sequence_taken(out, partition, repair.sequence):
+        return f"partition {partition} already has sequence {repair.sequence}"
+    return None
+
+
+def _apply_partial(out: ZNRecord, repair: Repair) -> str | None:
+    states = out.map_fields.get(repair.segment or "")
+    if not states or CONSUMING not in states.values():
+        return f"{repair.segment} has no CONSUMING replica now"
+    back = [i for i in repair.to_consuming if states.get(i) == OFFLINE]
+    if not back:
+        return "no replica is OFFLINE now"
+    out.map_fields[repair.segment or ""] = {
+        **states,
+        **{instance: CONSUMING for instance in back},
+    }
+    return None
+
+
+def _to_online(out: ZNRecord, segments: Iterable[str]) -> None:
+    for segment in segments:
+        states = out.map_fields.get(segment)
+        if states:
+            out.map_fields[segment] = {instance: ONLINE for instance in states}
+
+
+def _consuming_in_partition(record: ZNRecord, partition: int) -> bool:
+    return any(
+        CONSUMING in record.map_fields[segment].values()
+        for segment in _partition_segments(record.map_fields, partition)
+    )
+
+
+def _sequence_taken(record: ZNRecord, partition: int, sequence: int) -> bool:
+    for segment in record.map_fields:
+        parsed = LLCSegmentName.parse(segment)
+        if (
+            parsed is not None
+            and parsed.partition_group_id == partition
+            and parsed.sequence_number == sequence
+        ):
+            return True
+    return False
+
+
+# --- ERROR replicas ---------------------------------------------------------------------------
+
+
+class ErrorRepairKind(StrEnum):
+    RESET = "errorReset"
+    REINGEST = "reingest"
+
+
+@dataclass(frozen=True)
+class ErrorRepair:
+    kind: ErrorRepairKind
+    segment: str
+    instances: tuple[str, ...]  # the replicas to reset: IdealState instances not OFFLINE in the EV
+    reason: str
+
+
+def plan_error_repairs(
+    ideal: Mapping[str, Mapping[str, str]],
+    external: Mapping[str, Mapping[str, str]],
+    statuses: Mapping[str, str | None],
+) -> tuple[list[ErrorRepair], int]:
+    """(repairs, number of segments with every ExternalView replica in ERROR) for LLC segments in
+    both views with an ERROR replica. `statuses`: segment -> ZK status (absent: no metadata)."""
+    repairs: list[ErrorRepair] = []
+    all_error = 0
+    for segment in sorted(external):
+        replicas = external[segment]
+        if LLCSegmentName.parse(segment) is None or segment not in ideal:
+            continue
+        errors = sorted(i for i, s in replicas.items() if s == ERROR)
+        if not errors:
+            continue
+        every = all(s == ERROR for s in replicas.values())
+        all_error += every
+        if segment not in statuses:
+            continue  # no metadata: Pinot skips it with a warning
+        status = statuses[segment]
+        targets = tuple(sorted(i for i in ideal[segment] if replicas.get(i) not in (None, OFFLINE)))
+        where = ", ".join(errors)
+        if status == COMMITTING and every:
+            repairs.append(
+                ErrorRepair(
+                    ErrorRepairKind.REINGEST,
+                    segment,
+                    targets,
+                    f"{segment} is COMMITTING and ERROR on every replica ({where}): it needs "
+                    "re-ingestion from the stream",
+                )
+            )
+        elif status == IN_PROGRESS and not every:
+            continue  # the other replicas go on consuming; Pinot leaves it alone
+        else:
+            repairs.append(
+                ErrorRepair(
+                    ErrorRepairKind.RESET,
+                    segment,
+                    targets,
+                    f"{segment} ({status}) is ERROR on {where}: reset, then the replicas follow "
+                    "the IdealState again",
+                )
+            )
+    return repairs, all_error

@@ -1,0 +1,146 @@
+"""One run of each controller periodic task, as the Celery tasks of `tables.tasks` call them.
+
+- `validate(table, trigger, run_id)`: the healing manager (Pinot's RealtimeSegmentValidationManager,
+  `tables.controller.healing`) on `table` (raw or with type) or on every REALTIME table. Each
+  table's `HealingReport` is stored as a `HealingRun` (idempotent per run id and table); a table
+  whose run raised (ZooKeeper down: `tables.outages.outage_reason` says so) is stored with the
+  error. (A repair that had to start past offsets the stream had dropped is counted in
+  `llcStreamDataLoss` by the healing manager itself, so runs made outside Celery count too.)
+- `check_status(table)`: Pinot's SegmentStatusChecker over the mirror (`tables.status_checker`).
+- Both count Pinot's meters in durable counters keyed by task name: `controllerPeriodicTaskRun`
+  +1 per invocation, `controllerPeriodicTaskError` +1 per invocation that failed: it could not
+  list the tables or one table's run failed (raised, or reported an error).
+Settings (Pinot's keys in the README) are read here, in `healing_settings()`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from tables import builds
+from tables.cluster import context
+from tables.controller.healing import HealingSettings, RealtimeSegmentValidationManager
+from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
+from tables.domain.periods import (
+    REALTIME_SEGMENT_VALIDATION,
+    SEGMENT_STATUS_CHECKER,
+    TASK_ERROR_COUNTER,
+    TASK_RUN_COUNTER,
+)
+from tables.models import DurableCounter, HealingRun
+from tables.outages import outage_reason
+from tables.status_checker import check_tables
+
+__all__ = ["TRIGGERS", "check_status", "healing_settings", "new_run_id", "validate"]
+
+log = logging.getLogger(__name__)
+
+TRIGGERS = tuple(HealingRun.Trigger.values)  # schedule, mirror, api
+
+
+def healing_settings() -> HealingSettings:
+    """The healing manager's settings, from Django settings."""
+    return HealingSettings(
+        partial_offline_repair=settings.PARTIAL_OFFLINE_REPLICA_REPAIR_ENABLED,
+        error_auto_reset=settings.SEGMENT_ERROR_AUTO_RESET,
+        tmp_retention_s=settings.TMP_FILE_RETENTION_SECONDS,
+    )
+
+
+def new_run_id(trigger: str, seed: str | None = None) -> str:
+    """`<trigger>-<8 hex>` ("api-1a2b3c4d", as Pinot's API ids); from `seed` (a Celery task id)
+    when given, so a redelivered task keeps its run id."""
+    digits = (seed or uuid.uuid4().hex).replace("-", "")[:8]
+    return f"{trigger}-{digits}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _reason(exc: BaseException) -> str:
+    return outage_reason(exc) or f"{type(exc).__name__}: {exc}"
+
+
+def _typed(table: str) -> str:
+    try:
+        return table_name_with_type(raw_table_name(table))
+    except InvalidName:
+        return table
+
+
+def _record_failure(table: str, run_id: str, trigger: str, started_ms: int, error: str) -> None:
+    HealingRun.record(
+        {
+            "table": _typed(table),
+            "runId": run_id,
+            "trigger": trigger,
+            "startedMs": started_ms,
+            "finishedMs": _now_ms(),
+            "error": error,
+        }
+    )
+
+
+def _run_one(
+    manager: RealtimeSegmentValidationManager, table: str, run_id: str, trigger: str
+) -> dict[str, Any]:
+    started = _now_ms()
+    try:
+        report = manager.run_table(table, run_id=run_id, trigger=trigger).as_dict()
+    except Exception as exc:  # recorded and counted; the other tables still run
+        log.exception("healing run %s of %s failed", run_id, table)
+        _record_failure(table, run_id, trigger, started, _reason(exc))
+        return {"table": _typed(table), "actions": 0, "error": _reason(exc)}
+    HealingRun.record(report)
+    actions = report.get("actions") or []
+    return {"table": report["table"], "actions": len(actions), "error": report.get("error")}
+
+
+def validate(table: str | None, trigger: str, run_id: str) -> dict[str, Any]:
+    """One invocation of the healing manager; see the module docstring."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}")
+    DurableCounter.increment(TASK_RUN_COUNTER, REALTIME_SEGMENT_VALIDATION)
+    started = _now_ms()
+    try:
+        manager = RealtimeSegmentValidationManager(
+            context.current(),
+            healing_settings(),
+            source=settings.CONTROLLER_INSTANCE_ID,
+            deep_store=builds.deep_store,
+        )
+        tables = [table] if table else manager.realtime_tables()
+    except Exception as exc:
+        DurableCounter.increment(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
+        if table:
+            _record_failure(table, run_id, trigger, started, _reason(exc))
+        log.warning("healing run %s could not start: %s", run_id, _reason(exc))
+        return {"runId": run_id, "tables": [], "error": _reason(exc)}
+    results = [_run_one(manager, name, run_id, trigger) for name in tables]
+    if any(r["error"] for r in results):
+        DurableCounter.increment(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
+    return {"runId": run_id, "tables": results, "error": None}
+
+
+def check_status(table: str | None = None) -> dict[str, Any]:
+    """One invocation of the segment status checker; see the module docstring."""
+    DurableCounter.increment(TASK_RUN_COUNTER, SEGMENT_STATUS_CHECKER)
+    try:
+        summary = check_tables(
+            _now_ms(),
+            settings.STATUS_CHECKER_WAIT_FOR_PUSH_SECONDS * 1000,
+            settings.REDIS_URL,
+            table,
+        )
+    except Exception:
+        DurableCounter.increment(TASK_ERROR_COUNTER, SEGMENT_STATUS_CHECKER)
+        raise
+    if summary.failed:
+        DurableCounter.increment(TASK_ERROR_COUNTER, SEGMENT_STATUS_CHECKER)
+    return summary.as_dict()

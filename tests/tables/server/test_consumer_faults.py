@@ -1,0 +1,128 @@
+"""A consumer on a real Redis stream: fault injection ends it in ERROR and it says why
+(segmentStoppedConsuming); offsets the stream trimmed before it read them are recorded as exact
+ranges of its segment.
+
+The stream is read through `GatedStream`, the real `RedisStreamProvider` that fetches only when
+the test allows it (one permit per fetch), so the test can trim the stream between two fetches.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.conf import settings
+
+from tables.domain.completion_response import Response, Status
+from tables.redisconn import get_redis
+from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from tables.streams.base import MessageBatch
+from tables.streams.redis_streams import RedisStreamProvider, RedisTopicAdmin
+from tests.poll import wait_until
+
+pytestmark = [pytest.mark.redis]
+ME = "Server_127.0.0.1_7001"
+
+
+class RecordingClient:
+    """Answers HOLD to segmentConsumed; records segmentStoppedConsuming."""
+
+    def __init__(self) -> None:
+        self.stopped: list[tuple[str, int, str]] = []
+
+    def segment_consumed(self, *args: object) -> Response:
+        return Response(Status.HOLD)
+
+    def segment_stopped_consuming(self, table, segment, offset, reason) -> Response:
+        self.stopped.append((segment, offset, reason))
+        return Response(Status.PROCESSED)
+
+
+class GatedStream(RedisStreamProvider):
+    """Fetches from Redis only with a permit; without one a fetch is an empty poll."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(get_redis(settings.REDIS_URL), topic)
+        self.permits = threading.Semaphore(0)
+
+    def fetch(self, partition: int, start: int, most: int, timeout_ms: int) -> MessageBatch:
+        if not self.permits.acquire(timeout=max(timeout_ms, 1) / 1000):
+            return MessageBatch([], start, start, False)
+        return super().fetch(partition, start, most, timeout_ms)
+
+
+def _consumer(topic: str, client: RecordingClient, stream=None) -> SegmentConsumer:
+    spec = ConsumingSegment(
+        "t_REALTIME", "t__0__0__20240501T1030Z", topic, 0, 1, 1000, 3_600_000, 0
+    )
+    return SegmentConsumer(
+        spec,
+        stream or RedisStreamProvider(get_redis(settings.REDIS_URL), topic),
+        client,  # type: ignore[arg-type]
+        lambda consumer, response: False,
+        PartitionStats("t_REALTIME", topic, 0),
+        clock=lambda: 1.0,  # inside the one-hour window: only rows or faults end it
+        fetch_timeout_ms=20,
+        instance_id=ME,
+    )
+
+
+@pytest.mark.parametrize("point", [f"server.{ME}.consumer_fails", "server.any.consumer_fails"])
+def test_an_injected_failure_ends_the_consumer_in_error_and_says_why(
+    topic, settings, tmp_path, point
+):
+    settings.FAULT_INJECTION_DIR = str(tmp_path)
+    (tmp_path / "server.Server_elsewhere_1.consumer_fails").write_text("")  # not this server
+    client = RecordingClient()
+    consumer = _consumer(topic, client)
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.next_offset == 2, what="the partition's row read")
+        assert consumer.phase is Phase.CONSUMING
+        (tmp_path / point).write_text("")
+        wait_until(lambda: client.stopped, what="segmentStoppedConsuming")
+    finally:
+        consumer.stop()
+        consumer.join(5)
+    reason = f"consumerError: InjectedConsumerFailure: fault injection: {point}"
+    assert client.stopped == [("t__0__0__20240501T1030Z", 2, reason)]
+    assert consumer.phase is Phase.ERROR
+    assert consumer.stopped_reason == reason
+    assert not (tmp_path / point).exists()  # tripped once
+    assert (tmp_path / "server.Server_elsewhere_1.consumer_fails").exists()
+
+
+def _step(stream: GatedStream, consumer: SegmentConsumer, next_offset: int) -> None:
+    stream.permits.release()
+    wait_until(lambda: consumer.next_offset == next_offset, what=f"read up to {next_offset}")
+
+
+def test_offsets_trimmed_before_they_were_read_are_recorded_as_exact_ranges(topic):
+    admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
+    stream = GatedStream(topic)
+    consumer = _consumer(topic, RecordingClient(), stream)
+    # The `topic` fixture wrote offset 1 of partition 0.
+    admin.produce(topic, 0, [b"{}"] * 10, now_ms=0)  # offsets 2..11
+    consumer.start()
+    try:
+        _step(stream, consumer, 12)
+        admin.produce(topic, 0, [b"{}"] * 10, now_ms=0)  # 12..21
+        admin.trim_before(topic, 0, 17)  # 12..16 gone unread
+        _step(stream, consumer, 22)
+        admin.produce(topic, 0, [b"{}"] * 10, now_ms=0)  # 22..31
+        admin.trim_before(topic, 0, 25)  # 22..24 gone
+        _step(stream, consumer, 32)
+        admin.produce(topic, 0, [b"{}"] * 9, now_ms=0)  # 32..40
+        admin.trim_before(topic, 0, 41)  # everything gone: the stream resumes at 41
+        _step(stream, consumer, 41)
+        admin.produce(topic, 0, [b"{}"] * 5, now_ms=0)  # 41..45
+        admin.trim_before(topic, 0, 44)  # 41..43 gone, right after the previous loss
+        _step(stream, consumer, 46)
+        assert consumer.phase is Phase.CONSUMING
+        assert consumer.lost_ranges == [(12, 17), (22, 25), (32, 44)]
+        assert consumer.stats.lost_offsets == 5 + 3 + 12
+        kept = [*range(1, 12), *range(17, 22), *range(25, 32), 44, 45]
+        assert list(consumer.offsets) == kept
+    finally:
+        consumer.stop()
+        consumer.join(5)
