@@ -10,8 +10,8 @@ supervisord would. One table of 4 partitions (partitions may be added), replicat
 `--flush-rows` rows; cluster config `max.segment.completion.time.millis` = `--guard-ms`, the
 healer on beat every `--heal-period`, FAULT_INJECTION_DIR set for every process.
 
-Faults (each kind once in a shuffled order, then drawn at random; `--seed` makes the plan
-reproducible): kill -9 of a server, of the controller, of the controller at the commit points
+Faults (each kind once, the rest shared out by weight, in a random order; `--seed` makes the
+plan reproducible): kill -9 of a server, of the controller, of the controller at the commit points
 after step 1 and after step 2 (fault injection: it exits with 86 there), of the Spark worker's pool
 process (during a build when one runs within 15 s), of the default Celery worker; SIGSTOP of
 ZooKeeper or Redis for 10-20 s; a retention trim (the servers holding one partition's consuming
@@ -122,7 +122,8 @@ os.environ.update(
         "ZK_HOSTS": f"127.0.0.1:{ZK_PORT}",
         "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
         "FAULT_INJECTION_DIR": str(RUN_DIR / "faults"),
-        "MIRROR_SYNC_ON_BEAT": "true",
+        "MIRROR_SYNC_ON_BEAT": "true",  # tests/envdefaults turns these two off
+        "HEALING_TRIGGER_FROM_MIRROR": "true",
         "REALTIME_SEGMENT_VALIDATION_FREQUENCY_PERIOD": ARGS.heal_period,
         "REALTIME_SEGMENT_VALIDATION_INITIAL_DELAY_SECONDS": "5",
         "STATUS_CHECKER_FREQUENCY_PERIOD": "30s",
@@ -172,6 +173,7 @@ class Fault:
     injected: float | None = None  # time.monotonic() of the injection
     wall: float = 0.0  # time.time() of the injection
     ttr: float | None = None
+    targets: dict[int, int] = field(default_factory=dict)  # partition -> offset to consume to
     reasons: list[str] = field(default_factory=list)
 
 
@@ -211,17 +213,26 @@ class FaultRun:
 
     # --- the faults ---------------------------------------------------------------------------
     def plan(self) -> list[str]:
+        """Each kind once (while faults last), the rest shared out by KINDS' weights (largest
+        remainders; at most `--max-partitions` partitions in all), in a shuffled order."""
         kinds = list(KINDS)
         self.rng.shuffle(kinds)
-        plan = kinds[: ARGS.faults]
-        room = ARGS.max_partitions - 4 - plan.count("partition_added")
-        while len(plan) < ARGS.faults:
-            kind = self.rng.choices(kinds, weights=[KINDS[k] for k in kinds])[0]
-            if kind == "partition_added":
-                if room <= 0:
-                    continue
-                room -= 1
-            plan.append(kind)
+        counts = dict.fromkeys(kinds[: ARGS.faults], 1)
+        rest = ARGS.faults - len(counts)
+        cap = {"partition_added": max(0, ARGS.max_partitions - 4)}
+        weights = {k: KINDS[k] for k in kinds if counts.get(k, 0) < cap.get(k, ARGS.faults)}
+        shares = {k: rest * w / sum(weights.values()) for k, w in weights.items()} if rest else {}
+        for kind, share in shares.items():
+            counts[kind] = counts.get(kind, 0) + int(share)
+        by_remainder = sorted(shares, key=lambda k: shares[k] - int(shares[k]), reverse=True)
+        for kind in by_remainder[: ARGS.faults - sum(counts.values())]:
+            counts[kind] += 1
+        for kind, most in cap.items():  # over its cap: the excess goes to server kills
+            extra = max(0, counts.get(kind, 0) - most)
+            counts[kind] = counts.get(kind, 0) - extra
+            counts["server_kill"] = counts.get("server_kill", 0) + extra
+        plan = [kind for kind, count in counts.items() for _ in range(count)]
+        self.rng.shuffle(plan)
         return plan
 
     def inject_all(self, check: Health) -> bool:
@@ -230,14 +241,11 @@ class FaultRun:
         for number, kind in enumerate(plan, 1):
             fault = Fault(number, kind)
             self.faults.append(fault)
-            targets = self.targets()
             getattr(self, f"_{kind}")(fault)
             if fault.injected is None:
                 self.say(f"#{number:02d} {kind}: NOT INJECTED ({fault.detail})")
                 continue
-            if kind == "partition_added":
-                targets[max(targets) + 1] = 2
-            if not self._await_repair(fault, targets, check):
+            if not self._await_repair(fault, fault.targets, check):
                 self.say(f"#{number:02d} {kind}: NOT REPAIRED within {ARGS.deadline:g} s:")
                 for reason in fault.reasons[:12]:
                     print(f"          {reason}")
@@ -263,7 +271,10 @@ class FaultRun:
             time.sleep(0.5)
         return False
 
-    def _inject(self, fault: Fault, detail: str) -> None:
+    def _inject(self, fault: Fault, detail: str, targets: dict[int, int] | None = None) -> None:
+        """The fault happened now; repaired means consumed past the offsets produced by now
+        (`targets`: read just before a store is frozen, when it cannot be read after)."""
+        fault.targets = targets or self.targets()
         fault.injected, fault.wall, fault.detail = time.monotonic(), time.time(), detail
 
     def _kill(self, fault: Fault, name: str) -> None:
@@ -312,8 +323,9 @@ class FaultRun:
 
     def _freeze(self, fault: Fault, service: str) -> None:
         hold = self.rng.uniform(10.0, 20.0)
+        targets = self.targets()
         self.stack.freeze(service)
-        self._inject(fault, f"{service} SIGSTOPped for {hold:.1f} s")
+        self._inject(fault, f"{service} SIGSTOPped for {hold:.1f} s", targets)
         try:
             time.sleep(hold)  # the outage's length
         finally:
@@ -339,6 +351,7 @@ class FaultRun:
         count = self.stack.partitions + 1
         self.admin.add_partitions(TOPIC, count)
         self._inject(fault, f"partition {count - 1} added; producer restarted over {count}")
+        fault.targets[count - 1] = 2  # its first row consumed
         self.stack.partitions = count
         self.supervisor.expect_exit("producer", 0.2)
         self.stack.procs["producer"].send_signal(signal.SIGINT)
@@ -428,6 +441,7 @@ class FaultRun:
         balanced = produced == committed + lost
         print(f"produced == committed + lost: {balanced}")
         self.fault_table()
+        print(f"healer repairs (kind: by trigger): {_healer_summary()}")
         unexpected = self.supervisor.unexpected
         for event in unexpected:
             at = event.at - self.started
@@ -523,6 +537,15 @@ def _healer_actions(since: float) -> list[str]:
         for run in runs.order_by("started_at")
         for action in run.actions
     ]
+
+
+def _healer_summary() -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for run in HealingRun.objects.filter(table=TABLE, action_count__gt=0):
+        for action in run.actions:
+            by_trigger = out.setdefault(str(action.get("kind")), {})
+            by_trigger[run.trigger] = by_trigger.get(run.trigger, 0) + 1
+    return out
 
 
 class Tee(io.TextIOBase):

@@ -73,11 +73,17 @@ class ChaosStack(OutageStack):
         self.host = f"chaos-{os.getpid()}"
         self.worker_names = [f"worker@{self.host}", f"spark@{self.host}"]
         self.celery_names = {"worker", "spark", "beat"}
+        self.born: dict[str, float] = {}  # name -> time.time() of its latest start
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.born[name] = time.time()
+        return super()._spawn(name, args)
 
     # --- processes ----------------------------------------------------------------------------
     def _celery(self, name: str, args: list[str]) -> subprocess.Popen:
         """A Celery process in a session of its own (so its pool dies with it on killpg)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.born[name] = time.time()
         with (self.log_dir / f"{self.log_prefix}-{name}.log").open("ab") as log:
             proc = subprocess.Popen(
                 [*CELERY, *args],
@@ -306,6 +312,21 @@ def _partition_problems(
     return out
 
 
+def _not_live(stack: ChaosStack, ctx: context.ClusterContext) -> list[str]:
+    """The controller and servers whose live instance is missing or left by a process before the
+    running one (an ephemeral node outlives a killed process by the session timeout)."""
+    out = []
+    ids = {f"server{i}": stack.server_id(i) for i in range(3)}
+    ids["controller"] = stack.controller_id
+    for name, instance in ids.items():
+        stat = ctx.client.exists(ctx.paths.liveinstance(instance))
+        if stat is None:
+            out.append(f"{instance} not live in ZooKeeper")
+        elif getattr(stat, "ctime", stat.mtime) < stack.born[name] * 1000:
+            out.append(f"{instance}: its live instance is the killed process's, not yet its own")
+    return out
+
+
 def health(
     stack: ChaosStack,
     supervisor: Supervisor,
@@ -320,10 +341,10 @@ def health(
         return [f"not running: {', '.join(sorted(down))}"]
     try:
         ctx = context.current()
+        stale = _not_live(stack, ctx)
+        if stale:
+            return stale
         live = set(ctx.client.get_children(ctx.paths.liveinstances))
-        wanted = {stack.controller_id, *(stack.server_id(i) for i in range(3))}
-        if wanted - live:
-            return [f"not live in ZooKeeper: {', '.join(sorted(wanted - live))}"]
         partitions = RedisTopicAdmin(get_redis(stack.redis_url)).partition_count(stack.topic)
         ideal = _record(ctx, ctx.paths.idealstate(table))
         view = _record(ctx, ctx.paths.externalview(table)).map_fields
