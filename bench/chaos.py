@@ -13,7 +13,7 @@ healer on beat every `--heal-period`, FAULT_INJECTION_DIR set for every process.
 Faults (each kind once, the rest shared out by weight, in a random order; `--seed` makes the
 plan reproducible): kill -9 of a server, of the controller, of the controller at the commit points
 after step 1 and after step 2 (fault injection: it exits with 86 there), of the Spark worker's pool
-process (during a build when one runs within 15 s), of the default Celery worker; SIGSTOP of
+process (during a build when one starts within 60 s), of the default Celery worker; SIGSTOP of
 ZooKeeper or Redis for 10-20 s; a retention trim (the servers holding one partition's consuming
 replicas stopped or killed, the partition XTRIMmed to its latest offset, past theirs, then they
 come back); a partition added (the producer restarted over all partitions); a consumer failing
@@ -314,7 +314,7 @@ class FaultRun:
         )
 
     def _spark_pool_kill(self, fault: Fault) -> None:
-        building = _poll(_running_build, 15)
+        building = _poll(_running_build, 60)  # commits come in bursts: wait for one
         pids = self.stack.pool_pids("spark")
         for pid in pids:
             os.kill(pid, signal.SIGKILL)

@@ -111,7 +111,8 @@ class ChaosStack(OutageStack):
         self._celery("beat", [*args, "--pidfile", str(pidfile)])
 
     def start_producer(self, topic: str = "", count: int = 0, rate: int = 0) -> subprocess.Popen:
-        """`manage.py produce` over all current partitions, until SIGINT."""
+        """`manage.py produce` over all current partitions at the bench rate, until SIGINT (the
+        arguments of OutageStack.start_producer are ignored)."""
         args = ["produce", "--topic", self.topic, "--partitions", str(self.partitions)]
         args += ["--rate", str(self.rate), "--schema", str(SCHEMA)]
         return self._spawn("producer", args)
