@@ -44,6 +44,10 @@ from tables.domain.flush import (
     flush_settings,
     make_updater,
 )
+from tables.domain.healing import (
+    MAX_SEGMENT_COMPLETION_TIME_KEY,
+    max_completion_time_ms,
+)
 from tables.domain.idealstate import InstanceState
 from tables.domain.ledger import LOST_OFFSETS_KEY, format_offset_ranges, parse_offset
 from tables.domain.names import LLCSegmentName
@@ -61,8 +65,6 @@ __all__ = ["CommitRejected", "CommittingSegment", "LLCSegmentManager"]
 
 log = logging.getLogger(__name__)
 
-MAX_SEGMENT_COMPLETION_TIME_KEY = "max.segment.completion.time.millis"
-DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS = 300_000
 
 _updaters_lock = threading.Lock()
 # (table, topic) -> (the flush settings it was made for, the updater)
@@ -129,11 +131,7 @@ class LLCSegmentManager:
     def max_completion_time_ms(self) -> int:
         found = read_record(self.zk, self.paths.cluster_config)
         raw = found.record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY) if found else None
-        try:
-            value = int(raw) if raw else 0
-        except ValueError:
-            value = 0
-        return value if value > 0 else DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
+        return max_completion_time_ms(raw)
 
     def _partition_count(self, config: TableConfig) -> int | None:
         try:

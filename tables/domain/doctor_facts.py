@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from tables.domain.healing import (
+    DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS,
     ErrorRepair,
     Plan,
     Repair,
@@ -49,7 +50,7 @@ __all__ = [
     "wait_text",
 ]
 
-DEFAULT_MAX_COMPLETION_MS = 300_000  # Pinot's max.segment.completion.time.millis default
+DEFAULT_MAX_COMPLETION_MS = DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS  # the guard's default
 ERROR = "ERROR"
 
 

@@ -57,6 +57,8 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
+    "DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS",
+    "MAX_SEGMENT_COMPLETION_TIME_KEY",
     "ErrorRepair",
     "ErrorRepairKind",
     "Plan",
@@ -67,10 +69,26 @@ __all__ = [
     "Wait",
     "apply_repairs",
     "latest_by_partition",
+    "max_completion_time_ms",
     "plan_consuming_repairs",
     "plan_error_repairs",
     "start_offset",
 ]
+
+# The guard (reference §6.5): cluster config key and Pinot's default.
+MAX_SEGMENT_COMPLETION_TIME_KEY = "max.segment.completion.time.millis"
+DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS = 300_000
+
+
+def max_completion_time_ms(raw: str | None) -> int:
+    """The guard from the cluster config's value: Pinot's default when absent, not a number, or
+    not positive (Pinot ignores such values)."""
+    try:
+        value = int(raw) if raw else 0
+    except ValueError:
+        value = 0
+    return value if value > 0 else DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
+
 
 DONE, IN_PROGRESS, COMMITTING = "DONE", "IN_PROGRESS", "COMMITTING"
 CONSUMING, ONLINE, OFFLINE, ERROR = (

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
+from tables.domain.healing import DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
 from tables.domain.names import table_type_of
 from tables.models import (
     AuditEntry,
@@ -301,7 +302,6 @@ def audit(
 
 # --- the ingestion doctor -------------------------------------------------------------------
 
-DEFAULT_MAX_COMPLETION_MS = 300_000  # Pinot's max.segment.completion.time.millis default
 COMPLETED_STATUSES = ("DONE", "UPLOADED")
 DOCTOR_SEGMENT_FIELDS = (
     "table", "name", "partition", "sequence", "status", "start_offset", "end_offset",
@@ -369,4 +369,4 @@ def max_completion_ms(state: MirrorState | None = None) -> int:
     """The cluster's max.segment.completion.time.millis as the sync last read it, else Pinot's
     default. One query (none when given the state row)."""
     state = state if state is not None else mirror_state()
-    return state.max_completion_ms or DEFAULT_MAX_COMPLETION_MS
+    return state.max_completion_ms or DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS

@@ -51,11 +51,12 @@ from django.db import transaction
 
 from tables import healing_triggers, live_state
 from tables.cluster.context import ClusterContext
-from tables.controller.llc import (
+from tables.domain import triage
+from tables.domain.healing import (
     DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS,
     MAX_SEGMENT_COMPLETION_TIME_KEY,
+    max_completion_time_ms,
 )
-from tables.domain import triage
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import raw_table_name, table_type_of
 from tables.domain.znrecord import ZNRecord
@@ -396,8 +397,9 @@ def _commit_limit_ms(config: Pending[Znode | None], report: SyncReport) -> int:
     """The cluster's MAX_SEGMENT_COMPLETION_TIME, as `LLCSegmentManager.max_completion_time_ms`
     reads it (read in the same round trip as the instances)."""
     record = _record(config.result(), "cluster config", report)
-    value = _int(record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY)) if record else None
-    return value if value else DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS
+    return max_completion_time_ms(
+        record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY) if record else None
+    )
 
 
 def _int(text: str | None) -> int | None:
