@@ -3,8 +3,10 @@
 A synthetic cluster (`bench/synthetic.py`: `--tables` tables x 16 partitions x 10 segments,
 replication 2 over 6 fake servers) is written into a fresh chroot of a private ZooKeeper this
 script starts and stops (`bench/zk_private.py`; the test ZooKeeper's small heap would not hold
-1,000 tables), or of the one at `--zk-hosts`, and mirrored into a throwaway SQLite database
-(`--db`, migrated first):
+1,000 tables), or of the one at `--zk-hosts`, and mirrored into a throwaway database on each
+`--database-url` (repeatable; default a SQLite file under var/bench; for postgres://… a database
+`bench_mirror_<id>` created on that server and dropped after), migrated first, each in a process of
+its own:
 
 - full sync: the mirror emptied, then `tables.mirror.sync.sync_cluster` reads every table, every
   segment's metadata and writes every row (`--full-runs` times);
@@ -13,9 +15,14 @@ script starts and stops (`bench/zk_private.py`; the test ZooKeeper's small heap 
 
     .venv/bin/python bench/mirror.py [--tables 1000] [--runs 5] [--full-runs 2]
                                      [--zk-hosts HOST:PORT] [--redis-url redis://...]
+                                     [--database-url sqlite:///path|postgres://... ...]
+    # both databases (scripts/services.sh start postgres, PG_PORT=15432):
+    .venv/bin/python bench/mirror.py --database-url sqlite:///var/bench/mirror.sqlite3 \
+        --database-url postgres://postgres@127.0.0.1:15432/postgres
 
 Prints the write time of the cluster, each run's duration with the SyncReport counters, the
-medians and their ratio (full / re-sync). The chroot and the database are deleted at the end.
+medians and their ratio (full / re-sync) per database, then, with several databases, each one's
+medians against the first's. The chroot and the databases are deleted at the end.
 The fake servers publish no live state, so every partition reads as NOT_REPORTING; Redis is
 still asked (one pipelined round trip), as in production.
 """
@@ -23,22 +30,25 @@ still asked (one pipelined round trip), as in production.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _setup_django(db: Path, redis_url: str) -> None:
-    db.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    os.environ["DATABASE_URL"] = f"sqlite:///{db}"
+def _setup_django(database_url: str, redis_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
     os.environ["REDIS_URL"] = redis_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     os.environ.setdefault("DEBUG", "1")
@@ -48,6 +58,45 @@ def _setup_django(db: Path, redis_url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+@contextlib.contextmanager
+def _throwaway_database(url: str) -> Iterator[str]:
+    """The URL of a fresh, empty database for `url`: the SQLite file itself (deleted before and
+    after), or a database created on `url`'s PostgreSQL server (dropped after)."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        db = Path(parts.path)
+        db.parent.mkdir(parents=True, exist_ok=True)
+        _delete_sqlite(db)
+        try:
+            yield url
+        finally:
+            _delete_sqlite(db)
+        return
+    import psycopg
+
+    name = f"bench_mirror_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(_libpq_url(url), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(_libpq_url(url), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def _libpq_url(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme="postgresql"))
+
+
+def _delete_sqlite(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
 def _empty_mirror() -> None:
@@ -102,8 +151,21 @@ def main() -> None:
     parser.add_argument("--full-runs", type=int, default=2)
     parser.add_argument("--zk-hosts", help="an existing ZooKeeper (default: start a private one)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:16380/1")
-    parser.add_argument("--db", type=Path, default=ROOT / "var" / "bench" / "mirror.sqlite3")
+    parser.add_argument(
+        "--database-url",
+        action="append",
+        dest="database_urls",
+        help=f"repeatable; default {DEFAULT_DB}",
+    )
+    # A child run: the cluster is already in this chroot; sync into one database, report as JSON.
+    parser.add_argument("--chroot", help=argparse.SUPPRESS)
+    parser.add_argument("--now-ms", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--json-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.database_urls = args.database_urls or [DEFAULT_DB]
+    if args.chroot:
+        _child(args)
+        return
     if args.zk_hosts:
         _bench(args, args.zk_hosts)
         return
@@ -114,10 +176,13 @@ def main() -> None:
         _bench(args, zk.hosts, private=True)
 
 
+DEFAULT_DB = f"sqlite:///{ROOT / 'var' / 'bench' / 'mirror.sqlite3'}"
+
+
 def _bench(args: argparse.Namespace, zk_hosts: str, private: bool = False) -> None:
-    _setup_django(args.db, args.redis_url)
+    """Write the cluster once, then run the syncs for each database in a child process (Django
+    binds one database per process), while this one's session keeps the live instances."""
     from bench.synthetic import delete_tree, write_cluster
-    from tables.cluster.context import ClusterContext
     from tables.zk.client import new_client
     from tables.zk.paths import ClusterPaths
 
@@ -141,19 +206,8 @@ def _bench(args: argparse.Namespace, zk_hosts: str, private: bool = False) -> No
             f"{args.segments} segments, {cluster.znodes} znodes written in "
             f"{time.perf_counter() - started:.1f} s ({zk_hosts}{chroot})"
         )
-        ctx = ClusterContext(client, ClusterPaths("PinotCluster"), args.redis_url)
-        full = []
-        for run in range(args.full_runs):
-            _empty_mirror()
-            full.append(_run(ctx, f"full sync {run + 1}", now_ms + run * 1000))
-        resync = [
-            _run(ctx, f"re-sync {run + 1}", now_ms + (args.full_runs + run) * 1000)
-            for run in range(args.runs)
-        ]
-        full_median, resync_median = statistics.median(full), statistics.median(resync)
-        print(f"full sync median: {full_median:.3f} s")
-        print(f"re-sync median:   {resync_median:.3f} s")
-        print(f"ratio full / re-sync: {full_median / resync_median:.1f}x")
+        results = [_spawn_child(args, zk_hosts, chroot, now_ms, url) for url in args.database_urls]
+        _compare(results)
     finally:
         client.stop()
         client.close()
@@ -163,8 +217,72 @@ def _bench(args: argparse.Namespace, zk_hosts: str, private: bool = False) -> No
             print(f"chroot deleted ({deleted} znodes, {time.perf_counter() - started:.1f} s)")
         root.stop()
         root.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{args.db}{suffix}").unlink(missing_ok=True)
+
+
+def _spawn_child(
+    args: argparse.Namespace, zk_hosts: str, chroot: str, now_ms: int, url: str
+) -> dict[str, float | str]:
+    print(f"database {_vendor(url)} ({url})", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            *("--zk-hosts", zk_hosts, "--chroot", chroot, "--now-ms", str(now_ms)),
+            *("--redis-url", args.redis_url, "--database-url", url, "--json-out", str(out)),
+            *("--runs", str(args.runs), "--full-runs", str(args.full_runs)),
+        ]
+        subprocess.run(cmd, check=True)
+        return json.loads(out.read_text())
+
+
+def _vendor(url: str) -> str:
+    return "SQLite" if urlsplit(url).scheme == "sqlite" else "PostgreSQL"
+
+
+def _child(args: argparse.Namespace) -> None:
+    (url,) = args.database_urls
+    with _throwaway_database(url) as database:
+        _setup_django(database, args.redis_url)
+        from tables.cluster.context import ClusterContext
+        from tables.zk.client import new_client
+        from tables.zk.paths import ClusterPaths
+
+        client = new_client(args.zk_hosts + args.chroot, timeout=30)
+        try:
+            ctx = ClusterContext(client, ClusterPaths("PinotCluster"), args.redis_url)
+            now_ms = args.now_ms
+            full = []
+            for run in range(args.full_runs):
+                _empty_mirror()
+                full.append(_run(ctx, f"full sync {run + 1}", now_ms + run * 1000))
+            resync = [
+                _run(ctx, f"re-sync {run + 1}", now_ms + (args.full_runs + run) * 1000)
+                for run in range(args.runs)
+            ]
+        finally:
+            client.stop()
+            client.close()
+    full_median, resync_median = statistics.median(full), statistics.median(resync)
+    print(f"  full sync median: {full_median:.3f} s")
+    print(f"  re-sync median:   {resync_median:.3f} s")
+    print(f"  ratio full / re-sync: {full_median / resync_median:.1f}x", flush=True)
+    result = {"database": _vendor(url), "full": full_median, "resync": resync_median}
+    args.json_out.write_text(json.dumps(result))
+
+
+def _compare(results: list[dict[str, float | str]]) -> None:
+    if len(results) < 2:
+        return
+    base = results[0]
+    print(f"{'database':<12} {'full sync':>10} {'re-sync':>10}   vs {base['database']}")
+    for res in results:
+        full = float(res["full"]) / float(base["full"])
+        resync = float(res["resync"]) / float(base["resync"])
+        print(
+            f"{res['database']:<12} {res['full']:>9.3f}s {res['resync']:>9.3f}s   "
+            f"full {full:.2f}x, re-sync {resync:.2f}x"
+        )
 
 
 if __name__ == "__main__":

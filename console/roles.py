@@ -3,7 +3,8 @@
 - `viewer`: read-only (on-call). Any signed-in account without a role group reads as a viewer.
 - `operator`: also the operator actions (OPERATOR_ACTIONS: pause, resume, force commit, re-ingest,
   segment reset, running a periodic task such as the healer).
-- `admin`: everything, including user management; superusers are admins.
+- `admin`: everything, including user management and ZooKeeper edits (`/zk/put`, `/zk/delete`);
+  superusers are admins.
 The cluster's own processes (Bearer cluster token, `console.api.cluster_auth.ClusterService`) have
 the role `cluster`: read-only.
 
@@ -31,7 +32,7 @@ ROLES = (VIEWER, OPERATOR, ADMIN)
 OPERATOR_ACTIONS = frozenset(
     {"pause", "resume", "force_commit", "reingest", "reset_segment", "run_periodic_task"}
 )
-ADMIN_ACTIONS = frozenset({"manage_users"})
+ADMIN_ACTIONS = frozenset({"manage_users", "edit_zk"})
 
 
 def role_of(user: Any) -> str | None:

@@ -138,6 +138,15 @@ TRIAGE_IDLE_AFTER_SECONDS = env_float("TRIAGE_IDLE_AFTER_SECONDS", STALLED_AFTER
 TRIAGE_REPORT_GRACE_SECONDS = env_float("TRIAGE_REPORT_GRACE_SECONDS", 30.0)
 # Per-server timeout of the controller's consumingSegmentsInfo fan-out.
 SERVER_ADMIN_TIMEOUT_SECONDS = env_float("SERVER_ADMIN_TIMEOUT_SECONDS", 5.0)
+# A server's /health/readiness: Pinot's pinot.server.starter.realtimeConsumptionCatchupWaitMs (the
+# longest it waits for its consuming segments to catch up; 0: not at all) and
+# ...enableRealtimeOffsetBasedConsumptionStatusChecker (ready as soon as they have caught up).
+REALTIME_CONSUMPTION_CATCHUP_WAIT_MS = max(
+    0, int(env_float("REALTIME_CONSUMPTION_CATCHUP_WAIT_MS", 600_000))
+)
+ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER = env_bool(
+    "ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER", True
+)
 # A mirror sync that sees a repair due now (tables.mirror.diagnose) requests a healing run of that
 # table (tables.healing_triggers), at most one per table per debounce window.
 HEALING_TRIGGER_FROM_MIRROR = env_bool("HEALING_TRIGGER_FROM_MIRROR", True)
@@ -206,6 +215,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.middleware.StoreUnavailableMiddleware",
+    "console.api.http_errors.JsonMethodNotAllowedMiddleware",  # Django's 405s as Pinot's JSON
 ]
 
 ROOT_URLCONF = "console.urls"

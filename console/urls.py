@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from console import views
+from console.api.http_errors import not_found
 from monitoring import views as monitoring_views
 
 urlpatterns = [
@@ -20,3 +21,7 @@ urlpatterns = [
     # Pinot's controller paths, at the root as Pinot serves them.
     path("", include(("console.api.urls", "pinot"))),
 ]
+
+# Unknown paths: Pinot's JSON {"code": 404, "error": ...} on API paths, Django's page on the
+# console's pages. Django's own 405s get the same JSON (console.api.http_errors middleware).
+handler404 = not_found

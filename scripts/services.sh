@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Local ZooKeeper and Redis for the demo and the tests: private loopback ports, state under $VAR_DIR.
+# Local ZooKeeper and Redis for the demo and the tests, and PostgreSQL when asked for by name:
+# private loopback ports, state under $VAR_DIR.
 #
-#   scripts/services.sh start [zookeeper|redis ...]   start what is not running (idempotent)
-#   scripts/services.sh stop  [zookeeper|redis ...]   stop what this script started (by pid file)
+#   scripts/services.sh start [zookeeper|redis|postgres ...]   start what is not running (idempotent;
+#                                                              no names: zookeeper and redis)
+#   scripts/services.sh stop  [zookeeper|redis|postgres ...]   stop what this script started (by pid file)
 #   scripts/services.sh status
+#
+# PostgreSQL (Debian's `postgresql` package, the newest /usr/lib/postgresql/*/bin or $PG_BIN): a
+# cluster initialised once under $VAR_DIR/postgres/data, listening on 127.0.0.1:$PG_PORT (socket in
+# $VAR_DIR/postgres), superuser `postgres` with trust authentication: a throwaway instance for tests
+# and local runs, never a production database. PostgreSQL refuses to run as root, so as root it runs
+# as the `postgres` system user (which must be able to reach $VAR_DIR). PG_FSYNC=off trades
+# durability for speed (make test).
 #
 # Contract: it only ever signals processes whose pid it recorded itself, and it refuses to start on a
 # port that something else already listens on, so it never touches a ZooKeeper or Redis it did not
@@ -14,8 +23,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VAR="${VAR_DIR:-$ROOT/var}"
 ZK_PORT="${ZK_PORT:-21810}"
 REDIS_PORT="${REDIS_PORT:-16379}"
+PG_PORT="${PG_PORT:-15432}"
 ZK="$VAR/zookeeper"
 RD="$VAR/redis"
+PG="$VAR/postgres"
 
 log() { printf '%s\n' "$*"; }
 # A running process: a zombie (killed, not yet reaped by its parent) is not running any more.
@@ -120,12 +131,65 @@ start_redis() {
   return 1
 }
 
+pg_bin() {
+  if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
+  local found
+  found="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+  [ -n "$found" ] || { log "postgres: no /usr/lib/postgresql/*/bin (apt-get install postgresql, or set PG_BIN)" >&2; return 1; }
+  echo "$found"
+}
+# Run a PostgreSQL tool as the owner of the cluster: `postgres` when we are root.
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pg_ready() { as_pg "$1/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres; }
+
+start_postgres() {
+  if alive "$PG/postgres.pid"; then log "postgres: already running on 127.0.0.1:$PG_PORT (pid $(cat "$PG/postgres.pid"))"; return; fi
+  if port_busy "$PG_PORT"; then
+    log "postgres: port $PG_PORT is in use by a process this script did not start; set PG_PORT" >&2
+    return 1
+  fi
+  local bin
+  bin="$(pg_bin)" || return 1
+  mkdir -p "$PG"
+  rm -f "$PG/postgres.pid"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$PG"
+    as_pg test -w "$PG" || {
+      log "postgres: the postgres user cannot write $PG (a parent folder is closed to it); set VAR_DIR" >&2
+      return 1
+    }
+  fi
+  if [ ! -s "$PG/data/PG_VERSION" ]; then
+    rm -rf "$PG/data"
+    as_pg "$bin/initdb" -D "$PG/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 \
+      >"$PG/initdb.log" 2>&1 || { tail -20 "$PG/initdb.log" >&2; log "postgres: initdb failed" >&2; return 1; }
+  fi
+  # pg_ctl detaches the server into a session of its own (a Ctrl-C in the caller's terminal does
+  # not reach it); `stop` ends it by the pid recorded below.
+  as_pg "$bin/pg_ctl" -D "$PG/data" -l "$PG/postgres.log" -w -t 60 -s start -o \
+    "-p $PG_PORT -k $PG -c listen_addresses=127.0.0.1 -c max_connections=${PG_MAX_CONNECTIONS:-200} -c fsync=${PG_FSYNC:-on} -c synchronous_commit=${PG_FSYNC:-on} -c full_page_writes=${PG_FSYNC:-on}" ||
+    { tail -20 "$PG/postgres.log" >&2; log "postgres: failed to start (log: $PG/postgres.log)" >&2; return 1; }
+  head -1 "$PG/data/postmaster.pid" >"$PG/postgres.pid"
+  for _ in $(seq 300); do
+    if pg_ready "$bin"; then
+      log "postgres: up on 127.0.0.1:$PG_PORT (pid $(cat "$PG/postgres.pid"))"
+      record_started postgres
+      return
+    fi
+    alive "$PG/postgres.pid" || { tail -20 "$PG/postgres.log" >&2; log "postgres: exited during start" >&2; return 1; }
+    sleep 0.1
+  done
+  log "postgres: not answering after 30 s (log: $PG/postgres.log)" >&2
+  return 1
+}
+
 stop_one() {
   local name=$1 pidfile=$2
   if alive "$pidfile"; then
     local pid
     pid="$(cat "$pidfile")"
-    kill "$pid"
+    # PostgreSQL: SIGINT is its fast shutdown (SIGTERM would wait for every client to leave).
+    kill "-${3:-TERM}" "$pid"
     wait_gone "$pid"
     log "$name: stopped (pid $pid)"
   else
@@ -145,32 +209,45 @@ status() {
   else
     log "redis: down"
   fi
+  if alive "$PG/postgres.pid"; then
+    local bin state=not answering
+    bin="$(pg_bin 2>/dev/null)" && pg_ready "$bin" && state="accepting connections"
+    log "postgres: $state (127.0.0.1:$PG_PORT, pid $(cat "$PG/postgres.pid"))"
+  else
+    log "postgres: down"
+  fi
 }
 
 cmd="${1:-}"
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(zookeeper redis)
+# No names: start ZooKeeper and Redis; stop all three (only what has a pid file of ours).
+if [ ${#names[@]} -eq 0 ]; then
+  names=(zookeeper redis)
+  [ "$cmd" != stop ] || names+=(postgres)
+fi
 case "$cmd" in
   start)
     for n in "${names[@]}"; do
       case "$n" in
         zookeeper) start_zookeeper ;;
         redis) start_redis ;;
+        postgres) start_postgres ;;
         *) log "unknown service: $n" >&2; exit 2 ;;
       esac
     done
     ;;
   stop)
     # Redis first: it is the broker, and stopping it fast lets Celery clients give up early.
-    for n in redis zookeeper; do
+    for n in postgres redis zookeeper; do
       [[ " ${names[*]} " == *" $n "* ]] || continue
       case "$n" in
         zookeeper) stop_one zookeeper "$ZK/zk.pid" ;;
         redis) stop_one redis "$RD/redis.pid" ;;
+        postgres) stop_one postgres "$PG/postgres.pid" INT ;;
       esac
     done
     ;;
   status) status ;;
-  *) log "usage: $0 start|stop|status [zookeeper|redis ...]" >&2; exit 2 ;;
+  *) log "usage: $0 start|stop|status [zookeeper|redis|postgres ...]" >&2; exit 2 ;;
 esac

@@ -9,12 +9,15 @@ Contract:
   same point. A missing file (or one that cannot be deleted: logged) is False.
 - `exit_if(point)`: when `trip(point)`, log CRITICAL "fault injection: exiting at <point>" and end
   the process at once with `os._exit(EXIT_CODE)` (86): no cleanup, like a crash.
+- `held(point)`: True while the file `<FAULT_INJECTION_DIR>/<point>` exists (it is not deleted):
+  a hold, not a one-off failure; the test removes the file to let the process go on.
 - Point names are plain file names (no "/"); a bad name raises ValueError when injection is on.
   The points in use: `controller.commit.after_step1` and `controller.commit.after_step2`
   (`tables.controller.llc`), `server.<instanceId>.<segment>.consumer_fails`,
   `server.<instanceId>.consumer_fails` and
   `server.any.consumer_fails` (`tables.server.consumer`), `server.<instanceId>.download_fails` and
-  `server.any.download_fails` (`tables.server.instance`).
+  `server.any.download_fails` (`tables.server.instance`); held: `server.<instanceId>.consumer_holds`
+  (`tables.server.consumer`: no consumer of that server fetches while it exists).
 - This module imports neither `tables.server` nor `tables.controller`: both import it.
 """
 
@@ -28,7 +31,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-__all__ = ["EXIT_CODE", "exit_if", "trip"]
+__all__ = ["EXIT_CODE", "exit_if", "held", "trip"]
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +42,26 @@ def _directory() -> str:
     return str(getattr(settings, "FAULT_INJECTION_DIR", "") or "")
 
 
+def _check(point: str) -> None:
+    if not point or "/" in point or "\\" in point or point in (".", ".."):
+        raise ValueError(f"{point!r} is not a fault-injection point name")
+
+
+def held(point: str) -> bool:
+    """True while the fault file of `point` exists (a hold: the file is left in place)."""
+    directory = _directory()
+    if not directory:
+        return False
+    _check(point)
+    return (Path(directory) / point).is_file()
+
+
 def trip(point: str) -> bool:
     """Consume the fault file of `point`; True when this caller deleted it (see the contract)."""
     directory = _directory()
     if not directory:
         return False
-    if not point or "/" in point or "\\" in point or point in (".", ".."):
-        raise ValueError(f"{point!r} is not a fault-injection point name")
+    _check(point)
     try:
         (Path(directory) / point).unlink()  # os.unlink: exactly one caller succeeds
     except FileNotFoundError:

@@ -138,6 +138,9 @@ class MirroredTable(models.Model):
     pause_comment = models.TextField(blank=True)
     pause_time = models.CharField(max_length=64, blank=True, help_text="pauseState.timeInMillis")
     paused_partitions = models.JSONField(default=list, blank=True)
+    # The IdealState's HELIX_ENABLED is "false" (PUT /tables/{t}/state?state=disable): its
+    # servers hold every replica OFFLINE, which is then no error.
+    disabled = models.BooleanField(default=False)
     # Counts derived from the IdealState, ExternalView and segment metadata.
     num_partitions = models.IntegerField(default=0)
     segment_count = models.IntegerField(default=0)

@@ -8,7 +8,8 @@ result in its `TableStatusCheck` row (one per table; `/metrics` exposes it). Per
   IdealState and ExternalView states, whether the metadata znode exists, its mtime, the creation
   time and end offset); the IdealState's replicas are the table's replication. Replicas count as
   up only on instances the mirror has as enabled (Pinot's `isServerQueryable`).
-- A table whose IdealState the mirror does not have loses its row (Pinot removes its gauges).
+- A table whose IdealState the mirror does not have, or that is disabled (HELIX_ENABLED=false:
+  its segments are OFFLINE on purpose), loses its row (Pinot removes its gauges).
 - For a REALTIME table, the stream is asked, as Pinot's MissingConsumingSegmentFinder does: its
   partition count, and the largest offset of each partition that has no CONSUMING segment in the
   IdealState (one Redis call for the count, one per such partition). When the stream cannot be
@@ -176,7 +177,7 @@ def check_tables(
         rows = rows.filter(name__in=names)
     queryable = set(MirroredInstance.objects.filter(enabled=True).values_list("name", flat=True))
     for row in rows:
-        if row.idealstate_version < 0:
+        if row.idealstate_version < 0 or row.disabled:  # Pinot skips a disabled table too
             TableStatusCheck.objects.filter(table=row).delete()
             summary.removed.append(row.name)
             continue

@@ -8,6 +8,12 @@ inherit this environment.
 `TEST_SLOT=N` (1..15) lets several pytest sessions run at once against the same services: slot N
 gets its own Redis database (so its Celery queues), its own test database file and its own
 state folder `var/test/slot-N`. Slot 0 (the default) is what `make test` uses.
+
+`TEST_DATABASE_URL=postgres://user@host:port/db` runs the session on PostgreSQL instead of SQLite:
+Django's test runner creates (and drops after) the database `test_console_slot<N>` on that server,
+connecting through `db` (usually `postgres`). `scripts/test.sh` starts such a server
+(`scripts/services.sh start postgres`) for its second pytest process. Either way
+`DATABASE_TEST_URL` is the test database's own URL, for the processes the fixtures start.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOT = int(os.environ.get("TEST_SLOT", "0"))
@@ -34,15 +41,38 @@ if not (PINOT_FIXTURES / "githubEvents_schema.json").is_file():
     )
 ZK_PORT = int(os.environ.get("TEST_ZK_PORT", "21811"))
 REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "16380"))
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
+
+
+def _database_env() -> dict[str, str]:
+    """DATABASE_URL (what the runner connects through), DATABASE_TEST_NAME (the database it
+    creates), DATABASE_TEST_URL (that database's URL)."""
+    if not TEST_DATABASE_URL:
+        # A file, so that the Celery workers the fixtures start see the test data.
+        test_db = str(VAR_DIR / "test_db.sqlite3")
+        return {
+            "DATABASE_URL": f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+            "DATABASE_TEST_NAME": test_db,
+            "DATABASE_TEST_URL": f"sqlite:///{test_db}",
+        }
+    parts = urlsplit(TEST_DATABASE_URL)
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        raise SystemExit(f"TEST_DATABASE_URL={TEST_DATABASE_URL}: only postgres:// is supported")
+    # One database per slot: several sessions may share the server.
+    test_db = f"test_console_slot{SLOT}"
+    return {
+        "DATABASE_URL": TEST_DATABASE_URL,
+        "DATABASE_TEST_NAME": test_db,
+        "DATABASE_TEST_URL": urlunsplit(parts._replace(path=f"/{test_db}")),
+    }
+
 
 os.environ.update(
     {
         "VAR_DIR": str(VAR_DIR),
         "ZK_HOSTS": f"127.0.0.1:{ZK_PORT}",
         "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/{SLOT}",
-        "DATABASE_URL": f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
-        # A file, so that the Celery workers the fixtures start see the test data.
-        "DATABASE_TEST_NAME": str(VAR_DIR / "test_db.sqlite3"),
+        **_database_env(),
         "DEEP_STORE_URI": (VAR_DIR / "deepstore").as_uri(),
         "SPARK_MASTER": "local[1]",
         "SPARK_LOCAL_IP": "127.0.0.1",

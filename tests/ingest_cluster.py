@@ -67,7 +67,7 @@ class IngestCluster:
         return {
             **os.environ,
             "ZK_HOSTS": self.zk_hosts,
-            "DATABASE_URL": f"sqlite:///{os.environ['DATABASE_TEST_NAME']}",
+            "DATABASE_URL": os.environ["DATABASE_TEST_URL"],
             "SERVER_DATA_DIR": str(self.data_dir),
         }
 

@@ -37,7 +37,7 @@ class CeleryProcesses:
         # Workers use the test runner's database (a file), not the dev one.
         env = {
             **os.environ,
-            "DATABASE_URL": f"sqlite:///{os.environ['DATABASE_TEST_NAME']}",
+            "DATABASE_URL": os.environ["DATABASE_TEST_URL"],
             "ZK_HOSTS": self.zk_hosts,
         }
         self.procs[name] = subprocess.Popen(

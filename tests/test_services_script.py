@@ -1,24 +1,29 @@
 """scripts/services.sh: idempotent start, exact stop, and hands off what it did not start; its Redis
 keeps the embedded stream in an append-only file fsynced on every write, so a SIGKILL loses no row
-the producer was told had been written."""
+the producer was told had been written; its PostgreSQL is started only by name, initialised once
+and keeps its data across a restart."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import threading
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 
 from tables.streams.base import StreamError
 from tables.streams.producer import Producer
 from tables.streams.redis_streams import RedisTopicAdmin
+from tests import envdefaults
 from tests.poll import wait_until
 
 pytestmark = pytest.mark.services
@@ -55,6 +60,8 @@ def env(tmp_path):
         "VAR_DIR": str(tmp_path / "var"),
         "ZK_PORT": str(_free_port()),
         "REDIS_PORT": str(_free_port()),
+        "PG_PORT": str(_free_port()),
+        "PG_FSYNC": "off",
         "STARTED_FILE": str(tmp_path / "started"),
     }
 
@@ -83,18 +90,61 @@ def test_start_is_idempotent_and_stop_ends_exactly_what_started(env, tmp_path):
     assert "zookeeper: down" in _run("status", env).stdout
 
 
-def test_it_refuses_a_port_that_something_else_holds(env):
+@pytest.mark.parametrize(("name", "port"), [("redis", "REDIS_PORT"), ("postgres", "PG_PORT")])
+def test_it_refuses_a_port_that_something_else_holds(env, name, port):
     with socket.socket() as foreign:
-        foreign.bind(("127.0.0.1", int(env["REDIS_PORT"])))
+        foreign.bind(("127.0.0.1", int(env[port])))
         foreign.listen()
-        done = _run("start", env, "redis")
+        done = _run("start", env, name)
         assert done.returncode != 0
-        assert f"port {env['REDIS_PORT']} is in use by a process this script did not start" in (
-            done.stderr
-        )
+        assert f"port {env[port]} is in use by a process this script did not start" in done.stderr
         # The stop finds no pid of its own and signals nothing.
-        assert "redis: not running" in _run("stop", env, "redis").stdout
+        assert f"{name}: not running" in _run("stop", env, name).stdout
         foreign.getsockname()  # still ours: nothing closed it
+
+
+@pytest.fixture
+def pg_env(env):
+    """`env` with VAR_DIR under var/test: as root the server runs as the `postgres` user, which
+    cannot enter pytest's private tmp_path."""
+    var = envdefaults.VAR_DIR / f"services-{uuid.uuid4().hex[:10]}"
+    var.mkdir(parents=True)
+    try:
+        yield {**env, "VAR_DIR": str(var)}
+    finally:
+        _run("stop", {**env, "VAR_DIR": str(var)}, "postgres")
+        shutil.rmtree(var, ignore_errors=True)
+
+
+def _pg(env: dict[str, str]) -> psycopg.Connection:
+    return psycopg.connect(
+        host="127.0.0.1", port=int(env["PG_PORT"]), user="postgres", dbname="postgres"
+    )
+
+
+def test_postgres_starts_only_by_name_and_keeps_its_data_across_a_restart(pg_env, tmp_path):
+    default = _run("start", pg_env, "redis")  # as `start` with no names would: no postgres
+    assert default.returncode == 0, default.stderr
+    assert "postgres: down" in _run("status", pg_env).stdout
+    first = _run("start", pg_env, "postgres")
+    assert first.returncode == 0, first.stderr
+    assert f"postgres: up on 127.0.0.1:{pg_env['PG_PORT']}" in first.stdout
+    pid = int((Path(pg_env["VAR_DIR"]) / "postgres" / "postgres.pid").read_text())
+    assert "already running" in _run("start", pg_env, "postgres").stdout
+    assert (tmp_path / "started").read_text().split() == ["redis", "postgres"]
+    with _pg(pg_env) as conn:
+        assert conn.execute("SHOW fsync").fetchone() == ("off",)
+        conn.execute("CREATE TABLE kept (n int)")
+        conn.execute("INSERT INTO kept VALUES (7)")
+
+    stopped = _run("stop", pg_env)  # no names: everything with a pid file of ours
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"postgres: stopped (pid {pid})" in stopped.stdout
+    assert not _alive(pid)
+    again = _run("start", pg_env, "postgres")
+    assert again.returncode == 0, again.stderr
+    with _pg(pg_env) as conn:  # the same cluster, not a fresh initdb
+        assert conn.execute("SELECT n FROM kept").fetchall() == [(7,)]
 
 
 def _redis(env: dict[str, str]) -> redis.Redis:

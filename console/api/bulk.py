@@ -62,6 +62,8 @@ def select_tables(tables: str | None, tenant: str | None) -> list[str]:
         except InvalidName as exc:
             raise BadRequest(str(exc)) from None
     else:
+        if "\x00" in tenant:  # no tag has one, and PostgreSQL refuses NUL in a query
+            raise BadRequest("tenant must not contain a NUL character")
         found = MirroredTable.objects.filter(tenant=tenant, table_type="REALTIME")
         names = set(found.values_list("name", flat=True))
     if not names:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.core.exceptions import SuspiciousOperation
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from console.audit import reason_of, record, table_target
 from tables import builds
 from tables.cluster import context
-from tables.cluster.errors import NotFound
+from tables.cluster.errors import BadRequest, NotFound
 from tables.cluster.reads import metadata_as_map
 from tables.controller.resources import ResourceManager
 from tables.domain.names import raw_table_name
@@ -139,9 +139,18 @@ class SchemaDetail(AuditedWrites):
 class TableList(AuditedWrites):
     audit_writes = {"POST": "create_table"}
 
-    @extend_schema(operation_id="tables_list", responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="tables_list",
+        parameters=[OpenApiParameter("type", str, description="realtime|offline (any case)")],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request: Request) -> Response:
-        return Response({"tables": sorted({raw_table_name(t) for t in _manager().list_tables()})})
+        # Pinot's `type` filter: this controller has REALTIME tables only, so `offline` lists none.
+        kind = request.query_params.get("type") or ""
+        if kind.upper() not in ("", "REALTIME", "OFFLINE"):
+            raise BadRequest(f"Illegal table type: {kind}")
+        tables = [] if kind.upper() == "OFFLINE" else _manager().list_tables()
+        return Response({"tables": sorted({raw_table_name(t) for t in tables})})
 
     @JSON_BODY
     def post(self, request: Request) -> Response:

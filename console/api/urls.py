@@ -1,9 +1,15 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import completion, consuming, force_commit, leader, pause, periodic, pinot, segment_reset
 
 # Pinot's controller paths, at the root as Pinot serves them.
 urlpatterns = [
+    # Issue 22's operator surface, each family in its own module. Listed first: their literal
+    # paths (segments/{t}/servers, segments/{t}/crc) must win over segments/{t}/{segment}.
+    path("", include("console.api.urls_health")),
+    path("", include("console.api.urls_cluster")),
+    path("", include("console.api.urls_tables")),
+    path("", include("console.api.urls_zk")),
     # The segment completion protocol (servers -> the table's lead controller).
     path("segmentConsumed", completion.segment_consumed, name="segment-consumed"),
     path(

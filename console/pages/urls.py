@@ -4,7 +4,7 @@ its type (t_REALTIME); a raw name redirects."""
 
 from django.urls import path
 
-from console.pages import views
+from console.pages import views, zk
 
 urlpatterns = [
     path("", views.overview, name="home"),
@@ -21,5 +21,6 @@ urlpatterns = [
     path("ui/leaders/", views.leaders, name="leaders"),
     path("ui/instances/", views.instances, name="instances"),
     path("ui/audit/", views.audit, name="audit"),
+    path("ui/zk/", zk.zk_browser, name="zk"),
     path("ui/vendor/plotly.min.js", views.plotly_js, name="plotly-js"),
 ]

@@ -40,6 +40,7 @@ from tables.domain import healing as domain
 from tables.domain import pause as pause_domain
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.commit import is_partition_paused
+from tables.domain.helix_enabled import is_enabled
 from tables.domain.idealstate import pause_state, paused_partitions
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentZKMetadata, new_in_progress
@@ -142,7 +143,9 @@ class RealtimeSegmentValidationManager:
             if found is None:
                 report.skipped.append("the table has no IdealState")
                 return
-            if pause_state(found.record).paused:
+            if not is_enabled(found.record):  # as Pinot's validation skips a disabled table
+                report.skipped.append("the table is disabled: its segments are not repaired")
+            elif pause_state(found.record).paused:
                 report.skipped.append(
                     "the table is paused: consuming segments are not repaired (errors are)"
                 )

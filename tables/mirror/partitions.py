@@ -23,6 +23,8 @@ Contract:
   partitions and its segment counts, with `flags.never_committed_reasons` (tables
   whose segments are all CONSUMING, rows arriving: one query for their first segments); only
   changed rows are written.
+- A disabled table (`MirroredTable.disabled`) is PAUSED, table and partitions, with the reason
+  `DISABLED`: its OFFLINE replicas are neither errors nor a stall.
 - One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
   older than `retention_s` are pruned.
 `last_synced` of unchanged rows is set by `tables.mirror.sync` in one UPDATE per model.
@@ -31,7 +33,7 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -57,6 +59,7 @@ PARTITION_FIELDS = [
 ROLLUP_FIELDS = [
     "health", "health_rank", "health_reason", "max_records_lag", "max_time_lag_ms", "rows_per_s",
 ]  # fmt: skip
+DISABLED = "table disabled (HELIX_ENABLED=false): its servers hold every segment OFFLINE"
 LIVE_KEYS = (
     "currentOffset", "upstreamOffset", "recordsLag", "availabilityLagMs", "rowsPerSecond",
     "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets", "phaseSinceMs",
@@ -151,6 +154,9 @@ def _partition_values(
         replication=table.replication,
     )
     result = triage.triage_partition(facts, now_ms, thresholds)
+    if table.disabled:  # its replicas are OFFLINE on purpose: not an error, not stalled
+        paused = triage.Verdict.PAUSED
+        result = replace(result, verdict=paused, detail=DISABLED, health=triage.Health.PAUSED)
     replicas: dict[str, dict[str, Any]] = {}
     for replica, state in shape.replicas.items():
         entry: dict[str, Any] = {"state": state}
@@ -339,6 +345,8 @@ def _roll_up(
         updating=updating,
         never_committed=never_committed,
     )
+    if table.disabled:
+        health, reason = triage.Health.PAUSED, DISABLED
     values = {
         "health": str(health),
         "health_rank": HEALTH_RANK[str(health)],

@@ -40,6 +40,7 @@ from tables.domain.flush import (
     FLUSH_THRESHOLD_TIME,
     FLUSH_THRESHOLD_TIME_LEGACY,
 )
+from tables.domain.helix_enabled import is_enabled
 from tables.domain.idealstate import pause_state, paused_partitions
 from tables.domain.leadership import lead_partition
 from tables.domain.names import (
@@ -70,10 +71,10 @@ DONE = "DONE"
 TABLE_FIELDS = [
     "raw_name", "table_type", "tenant", "replication", "stream_type", "topic", "flush_rows",
     "flush_time", "pauseless", "config", "paused", "pause_reason", "pause_comment", "pause_time",
-    "paused_partitions", "num_partitions", "segment_count", "consuming_count", "error_replicas",
-    "error_segments", "missing_download_url", "missing_consuming", "percent_available",
-    "lead_partition", "config_version", "idealstate_version", "externalview_version",
-    "last_synced", "unassigned_segments",
+    "paused_partitions", "disabled", "num_partitions", "segment_count", "consuming_count",
+    "error_replicas", "error_segments", "missing_download_url", "missing_consuming",
+    "percent_available", "lead_partition", "config_version", "idealstate_version",
+    "externalview_version", "last_synced", "unassigned_segments",
 ]  # fmt: skip
 SEGMENT_FIELDS = [
     "partition", "sequence", "created_ms", "ideal_states", "external_states", "display_state",
@@ -486,6 +487,7 @@ def _write_table(
     shapes = _shape(ideal_map, ev_map)
     pause = pause_state(read.ideal) if read.ideal else None
     paused = bool(pause and pause.paused)
+    disabled = read.ideal is not None and not is_enabled(read.ideal)
     partitions_paused = sorted(paused_partitions(read.ideal)) if read.ideal else []
     counts = {"consuming": 0, "error_replicas": 0, "error_segments": 0, "missing_url": 0}
     availability = []
@@ -506,12 +508,17 @@ def _write_table(
             availability.append((ideal, ev, created))
         counts["consuming"] += CONSUMING in ideal.values()
         counts["error_replicas"] += sum(1 for s in ev.values() if s == ERROR)
-        counts["error_segments"] += ERROR in ev.values() or triage.is_all_offline(ideal, ev)
+        # A disabled table's segments are OFFLINE on purpose: only ERROR replicas count.
+        all_offline = not disabled and triage.is_all_offline(ideal, ev)
+        counts["error_segments"] += ERROR in ev.values() or all_offline
         counts["missing_url"] += status == DONE and not url
     missing = [
         p
         for p, shape in shapes.items()
-        if not shape.consuming_segment and not paused and p not in partitions_paused
+        if not shape.consuming_segment
+        and not paused
+        and not disabled
+        and p not in partitions_paused
     ]
     values = {
         "raw_name": raw_table_name(name),
@@ -522,6 +529,7 @@ def _write_table(
         "pause_comment": (pause.comment if pause and pause.paused else "") or "",
         "pause_time": (pause.time_in_millis if pause and pause.paused else "") or "",
         "paused_partitions": partitions_paused,
+        "disabled": disabled,
         "num_partitions": len(shapes),
         "segment_count": len(set(ideal_map) | set(ev_map)),
         "consuming_count": counts["consuming"],

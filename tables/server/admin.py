@@ -14,6 +14,10 @@
   `error` for a failed transition (like Pinot's server `/debug/tables/{table}`, this shape is ours).
 - `GET /metrics`: the Prometheus text of `metrics()` (built by the caller from `monitoring`).
 - `GET /health`: `OK` while the server runs, as Pinot's server answers.
+- `GET /health/liveness`: text `OK` while the server's reconcile loop runs, else 503 with why.
+- `GET /health/readiness` (Pinot's meaning, `tables.server.readiness`): text `OK` once every
+  segment assigned at startup is loaded and the consuming ones have caught up, while the
+  ZooKeeper session is up; else 503 with the reason as text. Both need no credentials (probes).
 Errors are JSON `{"code", "error"}` like the controller's API.
 """
 
@@ -33,6 +37,7 @@ from tables.domain.segment_states import SegmentState
 
 from .consumer import SegmentConsumer
 from .instance import Replica, ServerInstance
+from .readiness import ServerReadiness
 
 __all__ = ["AdminServer", "consuming_segments_info"]
 
@@ -111,7 +116,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/health":
-            self._send(200, b"OK", "text/plain; charset=utf-8")
+            self._text(200, "OK")
+            return
+        if path in ("/health/liveness", "/health/readiness"):
+            self._probe(path)
             return
         if path == "/metrics":
             body, content_type = self.server.metrics()
@@ -127,6 +135,21 @@ class _Handler(BaseHTTPRequestHandler):
                     self._json(200, info)
                 return
         self._json(404, {"code": 404, "error": f"no such endpoint: {path}"})
+
+    def _probe(self, path: str) -> None:
+        if path == "/health/liveness":
+            problem = None if self.server.instance.alive else "the server's reconcile loop ended"
+        elif self.server.readiness is None:
+            problem = "readiness is not tracked by this process"
+        else:
+            problem = self.server.readiness.reason()
+        if problem is None:
+            self._text(200, "OK")
+        else:
+            self._text(503, problem)
+
+    def _text(self, status: int, text: str) -> None:
+        self._send(status, text.encode(), "text/plain; charset=utf-8")
 
     def _json(self, status: int, data: object) -> None:
         self._send(status, json.dumps(data).encode(), "application/json")
@@ -146,6 +169,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     instance: ServerInstance
     metrics: Callable[[], tuple[bytes, str]]
+    readiness: ServerReadiness | None
 
 
 class AdminServer:
@@ -155,10 +179,12 @@ class AdminServer:
         host: str,
         port: int,
         metrics: Callable[[], tuple[bytes, str]],
+        readiness: ServerReadiness | None = None,
     ) -> None:
         self.httpd = _Server((host, port), _Handler)
         self.httpd.instance = instance
         self.httpd.metrics = metrics
+        self.httpd.readiness = readiness
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="admin-http")
         self._thread.daemon = True
 

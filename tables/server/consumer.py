@@ -31,7 +31,11 @@ Contract:
 - Fault injection (tests only, `tables.faults`): before each fetch the points
   `server.<instance_id>.<segment>.consumer_fails` (this consumer only),
   `server.<instance_id>.consumer_fails` and `server.any.consumer_fails` are tripped; a trip raises
-  `InjectedConsumerFailure`, which takes the failure path above.
+  `InjectedConsumerFailure`, which takes the failure path above. While the file
+  `server.<instance_id>.consumer_holds` exists (`faults.held`), no consumer of that server fetches:
+  a backlog stays unread for as long as a test needs (readiness during catch-up).
+- `latest_at_start` is the stream's latest offset read when the thread starts (None when the
+  stream could not be read then), the target of the server's readiness catch-up check.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ MAX_HOLD_S = 3.0
 CATCH_UP_S = (MAX_TIME_TO_NOTIFY_WINNER_MS + DEFAULT_COMMIT_TIMEOUT_MS) / 1000
 FETCH_BACKOFF_CAP_S = 5.0
 FETCH_LOG_EVERY_S = 60.0
+HELD_POLL_S = 0.1  # how often a consumer held by fault injection looks again
 _RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
 _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
 
@@ -185,6 +190,7 @@ class SegmentConsumer:
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
+        self.latest_at_start: int | None = None  # the stream's latest offset when the thread began
         self._fetch_backoff = Backoff(first=0.2, cap=FETCH_BACKOFF_CAP_S)
         self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._online = threading.Event()
@@ -252,6 +258,9 @@ class SegmentConsumer:
 
     # --- the thread ---------------------------------------------------------------------------
     def _run(self) -> None:
+        # Best effort: readiness only (an unreadable stream shows up at the first fetch).
+        with contextlib.suppress(Exception):
+            self.latest_at_start = self.provider.latest_offset(self.spec.partition)
         try:
             reason = self._consume(until=None)
             if reason is not None or self._online.is_set():
@@ -334,6 +343,9 @@ class SegmentConsumer:
     def _fetch(self, wanted: int) -> None:
         stats, partition = self.stats, self.spec.partition
         self._inject_failure()
+        if faults.held(f"server.{self.instance_id}.consumer_holds"):
+            self._stop.wait(HELD_POLL_S)
+            return
         try:
             batch = self.provider.fetch(partition, self.next_offset, wanted, self.fetch_timeout_ms)
         except TopicNotFound:

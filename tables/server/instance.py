@@ -70,6 +70,7 @@ from tables.zk.watches import watch_children, watch_data
 
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from .enablement import InstanceEnablement
 from .local_segments import LocalSegments
 from .messages import MessageHandler
 from .protocol import CompletionClient, LeaderLocator
@@ -144,6 +145,7 @@ class ServerInstance:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="transition")
         self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
         self.messages = MessageHandler(self, tick_s=tick_s)
+        self.enablement = InstanceEnablement(instance_id, self._wake.set)  # HELIX_ENABLED
 
     # --- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -154,6 +156,7 @@ class ServerInstance:
         self._stop.set()
         self._wake.set()
         self.messages.stop()
+        self.enablement.stop()
         self._thread.join(timeout)
         # Running transitions finish first, so none starts a consumer after the sweep below.
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -171,6 +174,11 @@ class ServerInstance:
 
     def wake(self) -> None:
         self._wake.set()
+
+    @property
+    def alive(self) -> bool:
+        """False once the reconcile thread has ended (stopped, or died); liveness probes ask."""
+        return self._thread.ident is None or self._thread.is_alive()
 
     # --- watches ------------------------------------------------------------------------------
     def _on_tables(self, children: list[str]) -> bool:
@@ -269,6 +277,7 @@ class ServerInstance:
         self.session = session
         log.info("%s registered on session %s", self.instance_id, session)
         self.messages.watch(ctx)  # FORCE_COMMIT and other Helix messages
+        self.enablement.watch(ctx)  # this instance's HELIX_ENABLED
         for table in list(self.replicas):
             self._publish(table)
         return True
@@ -287,6 +296,7 @@ class ServerInstance:
                 for segment, states in ideal.map_fields.items():
                     if self.instance_id in states:
                         targets[segment] = states[self.instance_id]
+                targets = self.enablement.targets(ideal, targets)  # disabled: all OFFLINE
             replicas = self.replicas.setdefault(table, {})
             changed = False
             for segment in sorted(set(targets) | set(replicas)):

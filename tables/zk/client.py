@@ -13,10 +13,18 @@ Contract:
   `ZooKeeperUnavailable` (the web answers 503), rather than queueing calls that would hang.
 - A state listener records the session state in `session_state(hosts)`; it only sets a value, it
   never blocks or calls ZooKeeper (kazoo runs listeners on its one event thread).
+- `connection_problem(hosts, timeout)` answers a health probe without a ZooKeeper round trip:
+  None while the process's client is connected, else why not (the session state: SUSPENDED while
+  the connection is down, LOST after an expiry until the new session is up). Only a process that
+  has no client yet connects (bounded by `timeout`); it never waits for a reconnect.
 - `ZooKeeperUnavailable` is the one error for "could not connect in time", with a message fit for
   an operator; `unavailable_reason(exc)` names any error that means "ZooKeeper is not reachable
   right now" (kazoo's connection loss, session expiry, closed connection, time-outs), so callers
   outside this package need not import kazoo to tell a transient outage from a bug.
+- A chroot in the connect string ("h1:p1,h2:p2,h3:p3/pinot") is honoured by kazoo, which prefixes
+  it to every path; ZooKeeper refuses paths under a chroot node that does not exist, so
+  `new_client` creates a missing chroot (and its parents) once, through a short-lived client on
+  the same members without the chroot. Creating it twice at once is harmless (ensure_path).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ __all__ = [
     "RECONNECT_MAX_DELAY_S",
     "ZooKeeperUnavailable",
     "close_all",
+    "connection_problem",
     "get_client",
     "new_client",
     "session_state",
@@ -92,15 +101,32 @@ def new_client(hosts: str, timeout: float = 5.0) -> KazooClient:
         connection_retry=_retry(),
         command_retry=_retry(),
     )
-    try:
-        client.start(timeout=timeout)
-    except KazooTimeoutError:
+    # start_async rather than start: start() warns when the chroot is missing; it is made below.
+    client.start_async().wait(timeout=timeout)
+    if not client.connected:
         client.stop()
         client.close()
         raise ZooKeeperUnavailable(
             f"ZooKeeper at {hosts} is unreachable (no session within {timeout:g} s)"
-        ) from None
+        )
+    try:
+        if client.chroot and client.exists("/") is None:
+            _create_chroot(hosts, client.chroot, timeout)
+    except BaseException:
+        client.stop()
+        client.close()
+        raise
     return client
+
+
+def _create_chroot(hosts: str, chroot: str, timeout: float) -> None:
+    root = new_client(hosts.split("/", 1)[0], timeout)
+    try:
+        root.ensure_path(chroot)
+        log.info("created the ZooKeeper chroot %s", chroot)
+    finally:
+        root.stop()
+        root.close()
 
 
 def get_client(hosts: str, timeout: float = 5.0) -> KazooClient:
@@ -140,6 +166,22 @@ def get_client(hosts: str, timeout: float = 5.0) -> KazooClient:
 def session_state(hosts: str) -> str | None:
     """The last session state seen for `hosts` (CONNECTED, SUSPENDED, LOST) or None."""
     return _states.get(hosts)
+
+
+def connection_problem(hosts: str, timeout: float = 5.0) -> str | None:
+    """None when this process's client for `hosts` is connected, else the reason (no round trip)."""
+    with _lock:
+        forked = os.getpid() != _owner_pid
+        client = None if forked else _clients.get(hosts)
+    if client is None or client._stopped.is_set():
+        try:
+            get_client(hosts, timeout)
+        except ZooKeeperUnavailable as exc:
+            return str(exc)
+        return None
+    if client.connected:
+        return None
+    return f"ZooKeeper session {_states.get(hosts, client.state)} at {hosts}: not connected"
 
 
 def _forget(hosts: str) -> None:

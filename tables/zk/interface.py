@@ -24,13 +24,40 @@ __all__ = ["Stat", "ZkStore", "ZkTransaction"]
 
 
 class Stat(Protocol):
-    """The part of a znode's stat the project reads."""
+    """A znode's stat, with ZooKeeper's field names (`tables.zk.browse.STAT_FIELDS`)."""
 
     @property
     def version(self) -> int: ...
 
     @property
     def mtime(self) -> int: ...
+
+    @property
+    def ctime(self) -> int: ...
+
+    @property
+    def czxid(self) -> int: ...
+
+    @property
+    def mzxid(self) -> int: ...
+
+    @property
+    def pzxid(self) -> int: ...
+
+    @property
+    def cversion(self) -> int: ...
+
+    @property
+    def aversion(self) -> int: ...
+
+    @property
+    def ephemeralOwner(self) -> int: ...
+
+    @property
+    def dataLength(self) -> int: ...
+
+    @property
+    def numChildren(self) -> int: ...
 
 
 class ZkTransaction(Protocol):

@@ -5,6 +5,10 @@ Contract:
   `tests/tables/zk/test_store_contract.py` runs the same suite against this store and against the
   real ZooKeeper (`ZooKeeperStore`), which keeps the two honest.
 - Versions start at 0 and grow by one per `set`; `mtime` is milliseconds from `now_ms`.
+- A stat carries ZooKeeper's fields (`tables.zk.browse.STAT_FIELDS`): zxids from one counter of
+  the store (`czxid` at create, `mzxid` at each set, `pzxid` at each change of the children),
+  `cversion` grows by one per child created or deleted, `dataLength` is the data's size and
+  `ephemeralOwner` the session id of `client_id` for an ephemeral znode, 0 otherwise.
 - Errors are the project's (`tables.zk.errors`): `NoNode`, `NodeExists`, `BadVersion`, `NotEmpty`.
   A recursive delete of a missing znode is not an error (as kazoo's). A transaction applies all of
   its operations or none; when it fails, its results hold the failing operation's error and a
@@ -28,13 +32,26 @@ from tables.zk.errors import BadVersion, NodeExists, NoNode, NotEmpty, ZooKeeper
 __all__ = ["MemoryStat", "MemoryStore"]
 
 
+SESSION_ID = 1  # the session of `MemoryStore.client_id`
+
+
 @dataclass(frozen=True)
 class MemoryStat:
     version: int
     mtime: int
     ctime: int
     ephemeral: bool = False
-    numChildren: int = 0  # ZooKeeper's name
+    numChildren: int = 0  # ZooKeeper's names from here on
+    czxid: int = 0
+    mzxid: int = 0
+    pzxid: int = 0
+    cversion: int = 0
+    aversion: int = 0
+    dataLength: int = 0
+
+    @property
+    def ephemeralOwner(self) -> int:
+        return SESSION_ID if self.ephemeral else 0
 
 
 @dataclass
@@ -94,6 +111,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._locks: dict[str, threading.Lock] = {}
         now = self._now()
+        self._zxid = 0
         self._nodes: dict[str, _Node] = {"/": _Node(b"", MemoryStat(0, now, now))}
 
     # --- the interface ---------------------------------------------------------------------------
@@ -143,7 +161,7 @@ class MemoryStore:
     # --- a few extras of the real store, enough for the controller's code ------------------------
     @property
     def client_id(self) -> tuple[int, bytes]:
-        return (1, b"")
+        return (SESSION_ID, b"")
 
     @property
     def connected(self) -> bool:
@@ -163,7 +181,15 @@ class MemoryStore:
 
     @staticmethod
     def _stat(node: _Node) -> MemoryStat:
-        return replace(node.stat, numChildren=len(node.children))
+        return replace(node.stat, numChildren=len(node.children), dataLength=len(node.data))
+
+    def _next_zxid(self) -> int:
+        self._zxid += 1
+        return self._zxid
+
+    @staticmethod
+    def _children_changed(parent: _Node, zxid: int) -> None:
+        parent.stat = replace(parent.stat, cversion=parent.stat.cversion + 1, pzxid=zxid)
 
     def _create(
         self, nodes: dict[str, _Node], path: str, value: bytes, ephemeral: bool, makepath: bool
@@ -176,9 +202,11 @@ class MemoryStore:
             if not makepath:
                 raise NoNode(parent)
             self._create(nodes, parent, b"", False, True)
-        now = self._now()
-        nodes[path] = _Node(bytes(value), MemoryStat(0, now, now, ephemeral))
+        now, zxid = self._now(), self._next_zxid()
+        stat = MemoryStat(0, now, now, ephemeral, czxid=zxid, mzxid=zxid, pzxid=zxid)
+        nodes[path] = _Node(bytes(value), stat)
         nodes[parent].children.add(_name(path))
+        self._children_changed(nodes[parent], zxid)
         return path
 
     def _set(self, nodes: dict[str, _Node], path: str, value: bytes, version: int) -> MemoryStat:
@@ -186,7 +214,9 @@ class MemoryStore:
         if version != -1 and version != node.stat.version:
             raise BadVersion(path)
         node.data = bytes(value)
-        node.stat = replace(node.stat, version=node.stat.version + 1, mtime=self._now())
+        node.stat = replace(
+            node.stat, version=node.stat.version + 1, mtime=self._now(), mzxid=self._next_zxid()
+        )
         return self._stat(node)
 
     def _delete(self, nodes: dict[str, _Node], path: str, version: int) -> bool:
@@ -198,6 +228,7 @@ class MemoryStore:
             raise BadVersion(path)
         del nodes[path]
         nodes[_parent(path)].children.discard(_name(path))
+        self._children_changed(nodes[_parent(path)], self._next_zxid())
         return True
 
     def _drop_tree(self, path: str) -> None:

@@ -68,7 +68,10 @@ def register_participant(
 
         def refresh(record: ZNRecord) -> ZNRecord | None:
             merged = record.copy()
-            merged.simple_fields.update(wanted.simple_fields)
+            # HELIX_ENABLED is the operator's (PUT /instances/{id}/state): a restart keeps it.
+            merged.simple_fields.update(
+                {k: v for k, v in wanted.simple_fields.items() if k != "HELIX_ENABLED"}
+            )
             merged.list_fields["TAG_LIST"] = wanted.list_fields["TAG_LIST"]
             return None if merged == record else merged
 

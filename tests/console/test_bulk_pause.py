@@ -97,6 +97,8 @@ def test_bad_bulk_requests_change_nothing(operator, two_tables, zk, django_user_
         (operator, "/api/v1/bulk/pause", 400, "either tables"),
         (operator, f"/api/v1/bulk/pause?tenant={TENANT}&tables=a", 400, "either tables"),
         (operator, "/api/v1/bulk/pause?tenant=Nobody_REALTIME", 400, "no realtime table"),
+        # PostgreSQL refuses NUL in a query parameter: a 400, never a 500.
+        (operator, "/api/v1/bulk/pause?tenant=%00", 400, "NUL"),
         (operator, f"/api/v1/bulk/pause?tenant={TENANT}&dryRun=false", 400, "comment"),
         (viewer, f"/api/v1/bulk/pause?tenant={TENANT}&dryRun=false&comment=xyz", 403, "pause"),
     ]

@@ -80,13 +80,22 @@ class OutageStack(IngestCluster):
                 start_new_session=True,
             )
 
-    def start_producer(self, topic: str, count: int, rate: int) -> subprocess.Popen:
+    def start_producer(
+        self, topic: str, count: int, rate: int, partitions: int = 4
+    ) -> subprocess.Popen:
         schema = envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
-        args = ["produce", "--topic", topic, "--partitions", "4", "--rate", str(rate)]
+        args = ["produce", "--topic", topic, "--partitions", str(partitions), "--rate", str(rate)]
         return self._spawn("producer", [*args, "--schema", str(schema), "--count", str(count)])
 
-    def start(self) -> None:
+    def start_stores(self) -> None:
+        """ZooKeeper and Redis (a subclass may start other stores: tests/e2e/ensemble_stack.py)."""
         self._services("start")
+
+    def stop_stores(self) -> None:
+        self._services("stop")
+
+    def start(self) -> None:
+        self.start_stores()
         self.start_spark_worker()
         self.start_controller()
         for index in range(3):
@@ -104,5 +113,5 @@ class OutageStack(IngestCluster):
             except subprocess.TimeoutExpired:
                 os.killpg(spark.pid, signal.SIGKILL)
         codes = super().stop()
-        self._services("stop")
+        self.stop_stores()
         return codes

@@ -2,10 +2,13 @@
 
 It registers the participant (tag `DefaultTenant_REALTIME` unless `--tag` is given, repeatable),
 hosts the segments the IdealStates assign to it (consuming, completing, fetching committed
-copies), and serves its admin HTTP (`/tables/<t>/consumingSegmentsInfo`, `/metrics`, `/health`)
-on `--admin-port` (default: the instance's port). Committed segments are built by the Spark
-worker (`tables.spark_build_segment` on the `spark` queue). Every LIVE_PUBLISH_SECONDS it publishes
-its consuming segments' live state to Redis (`tables.server.live`, TTL LIVE_STATE_TTL_SECONDS).
+copies), and serves its admin HTTP (`/tables/<t>/consumingSegmentsInfo`, `/metrics`, `/health`,
+`/health/liveness`, `/health/readiness`) on `--admin-port` (default: the instance's port).
+Committed segments are built by the Spark worker (`tables.spark_build_segment` on the `spark`
+queue). Every LIVE_PUBLISH_SECONDS it publishes its consuming segments' live state to Redis
+(`tables.server.live`, TTL LIVE_STATE_TTL_SECONDS). `/health/readiness` is Pinot's startup status
+(`tables.server.readiness`: REALTIME_CONSUMPTION_CATCHUP_WAIT_MS and
+ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER).
 SIGTERM or SIGINT stops publishing (deleting the live-state key), stops consuming, closes the admin
 server and the ZooKeeper session, so the live instance disappears at once.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import re
 import signal
 import threading
+from functools import partial
 
 from celery.result import AsyncResult
 from django.conf import settings
@@ -29,6 +33,8 @@ from tables.security import cluster_token
 from tables.server.admin import AdminServer
 from tables.server.instance import DEFAULT_TAG, ServerInstance
 from tables.server.live import LivePublisher
+from tables.server.readiness import ServerReadiness
+from tables.zk.client import connection_problem
 
 _INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
 
@@ -83,8 +89,14 @@ class Command(BaseCommand):
             hold_s=float(options["hold_seconds"]),
         )
         registry = server_registry(server)
+        readiness = ServerReadiness(
+            server,
+            partial(connection_problem, settings.ZK_HOSTS, settings.ZK_TIMEOUT_SECONDS),
+            settings.REALTIME_CONSUMPTION_CATCHUP_WAIT_MS,
+            settings.ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER,
+        )
         try:
-            admin = AdminServer(server, host, int(admin_port), lambda: _scrape(registry))
+            admin = AdminServer(server, host, int(admin_port), lambda: _scrape(registry), readiness)
         except OSError as exc:
             raise CommandError(f"admin port {admin_port}: {exc}") from exc
         publisher = LivePublisher(
@@ -96,12 +108,14 @@ class Command(BaseCommand):
         )
         admin.start()
         server.start()
+        readiness.start()
         publisher.start()
         self.stdout.write(f"server {instance_id} admin http://{host}:{admin.port}/")
         self.stdout.flush()
         try:
             stop.wait()
         finally:
+            readiness.stop()
             publisher.stop()
             server.stop()
             admin.stop()
