@@ -35,6 +35,7 @@ from tables.cluster import context
 from tables.cluster.errors import BadRequest, ServiceError
 from tables.cluster.zk_browser import ZkBrowser, ZkWrite, parse_record
 from tables.models import AuditEntry
+from tables.zk.browse import STAT_FIELDS
 
 from .parsers import LimitedJSONParser
 from .pinot import PinotView
@@ -67,25 +68,7 @@ _REASON = [
     OpenApiParameter("comment", str, description="the reason, kept in the audit log"),
     OpenApiParameter("reason", str, description="the reason (same as comment)"),
 ]
-_STAT = {
-    "type": "object",
-    "properties": {
-        name: {"type": "integer"}
-        for name in (
-            "czxid",
-            "mzxid",
-            "ctime",
-            "mtime",
-            "version",
-            "cversion",
-            "aversion",
-            "ephemeralOwner",
-            "dataLength",
-            "numChildren",
-            "pzxid",
-        )
-    },
-}
+_STAT = {"type": "object", "properties": {name: {"type": "integer"} for name in STAT_FIELDS}}
 _STATUS = {"type": "object", "properties": {"status": {"type": "string"}}}
 
 

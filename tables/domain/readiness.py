@@ -125,6 +125,8 @@ class StartupStatus:
                     self.consuming.discard(key)
             if not self.consuming:
                 return None
+        else:  # Pinot's static wait: no offsets are compared, so none are named
+            return f"Waiting for consuming segments to catchup, timeRemaining={remaining}ms"
         found = snapshot.consumption
         behind = ", ".join(_describe(key, found.get(key)) for key in sorted(self.consuming))
         return (

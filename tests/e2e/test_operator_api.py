@@ -5,9 +5,11 @@ One 4-partition table (replication 2) consumes a few hundred rows; partition 0 i
 so that the table holds a DONE segment as well as CONSUMING ones. Then every GET that Pinot's UI
 makes on its home, tables, table, segment, schema, tenant, instance, servers, controllers and
 ZooKeeper pages, and every other path of the issue, is called with a viewer's basic auth (the
-ZooKeeper and instance writes with an admin's) and its answer is checked for Pinot's JSON keys
+writes with an admin's, refused to the viewer) and its answer is checked for Pinot's JSON keys
 and for values that only this cluster can have. Disabling the table takes every replica OFFLINE
-in the ExternalView and enabling it brings them back; unknown paths and methods answer JSON.
+in the ExternalView and enabling it brings them back, and so does disabling a server for its
+replicas; a znode is created, updated compare-and-set and deleted; unknown paths and methods
+answer JSON.
 """
 
 from __future__ import annotations
@@ -232,10 +234,55 @@ def test_the_operator_surface_answers_pinots_keys(ingest: IngestCluster, apis):
     status, body = admin.call("DELETE", "/cluster/info")
     assert status == 405 and body["code"] == 405
 
-    _disable_and_enable(viewer, admin)
+    assert viewer.get("/schemas") == [RAW]
+    assert viewer.get(f"/schemas/{RAW}")["schemaName"] == RAW
+
+    _zookeeper_writes(viewer, admin, root)
+    _table_disabled_and_enabled(viewer, admin)
+    _instance_disabled_and_enabled(viewer, admin, servers[0])
 
 
-def _disable_and_enable(viewer: Api, admin: Api) -> None:
+def _zookeeper_writes(viewer: Api, admin: Api, root: str) -> None:
+    """An admin creates, updates (compare-and-set) and deletes a znode; a viewer cannot."""
+    path = urllib.parse.quote(f"{root}/PROPERTYSTORE/operator-walk")
+    record = urllib.parse.quote(json.dumps({"id": "operator-walk", "simpleFields": {"n": "1"}}))
+    assert viewer.call("PUT", f"/zk/put?path={path}&data={record}&expectedVersion=-1")[0] == 403
+    status, body = admin.call(
+        "PUT", f"/zk/put?path={path}&data={record}&expectedVersion=-1&comment=walk"
+    )
+    assert status == 200, body
+    assert viewer.get(f"/zk/get?path={path}")["simpleFields"] == {"n": "1"}
+    version = viewer.get(f"/zk/stat?path={path}")["version"]
+    stale = f"/zk/put?path={path}&data={record}&expectedVersion={version + 1}&comment=walk"
+    assert admin.call("PUT", stale)[0] == 409
+    status, body = admin.call("DELETE", f"/zk/delete?path={path}&expectedVersion={version}")
+    assert status == 200, body
+    assert viewer.call("GET", f"/zk/stat?path={path}")[0] == 404
+
+
+def _instance_disabled_and_enabled(viewer: Api, admin: Api, server: str) -> None:
+    """A disabled server takes its replicas OFFLINE; enabled again, it follows the IdealState."""
+
+    def states_of(instance: str) -> set[str]:
+        view = ResourceManager(context.current()).externalview(TABLE) or {}
+        return {replicas[instance] for replicas in view.values() if instance in replicas}
+
+    assert viewer.call("PUT", f"/instances/{server}/state?state=disable")[0] == 403
+    status, body = admin.call("PUT", f"/instances/{server}/state?state=disable&comment=walk")
+    assert status == 200, body
+    assert viewer.get(f"/instances/{server}")["enabled"] is False
+    wait_until(lambda: states_of(server) == {"OFFLINE"}, timeout=120, what=f"{server} OFFLINE")
+    status, body = admin.call("PUT", f"/instances/{server}/state?state=enable&comment=walk")
+    assert status == 200, body
+    assert viewer.get(f"/instances/{server}")["enabled"] is True
+    wait_until(
+        lambda: states_of(server) and states_of(server) <= {"CONSUMING", "ONLINE"},
+        timeout=180,
+        what=f"{server} back",
+    )
+
+
+def _table_disabled_and_enabled(viewer: Api, admin: Api) -> None:
     """Disabling the table takes every replica OFFLINE; enabling brings them back."""
     assert viewer.call("PUT", f"/tables/{RAW}/state?state=disable&type=realtime")[0] == 403
     status, body = admin.call("PUT", f"/tables/{RAW}/state?state=disable&type=realtime")

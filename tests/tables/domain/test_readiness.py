@@ -260,10 +260,8 @@ def test_offset_checker_off_is_a_static_wait() -> None:
     s = status(offset_checker=False)
     done = caught_up()
     reason = s.evaluate(snap(consumption=done), NOW + 10_000)
-    assert reason == (
-        f"Waiting for consuming segments to catch up (2 behind: {S0} at 100 of 100, "
-        f"{S1} at 7 of 5), timeRemaining={WAIT - 10_000}ms"
-    )
+    # Pinot's static wait compares no offsets, so its reason names none.
+    assert reason == f"Waiting for consuming segments to catchup, timeRemaining={WAIT - 10_000}ms"
     assert s.consuming == {(T, S0), (T, S1)}
     assert s.evaluate(snap(consumption=done), NOW + WAIT) is None
 
