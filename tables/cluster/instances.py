@@ -97,7 +97,7 @@ class ClusterAdmin:
         """Every instance with a config (controllers, servers, brokers), or those tagged `tag`."""
         if tag is None:
             return sorted(self._children(self.paths.participant_configs))
-        return sorted(name for name, record in self._configs().items() if tag in _tags(record))
+        return self.reader.tagged_instances(tag)
 
     def instance(self, name: str) -> dict[str, Any]:
         return instance_as_map(self._config(name))
@@ -140,8 +140,7 @@ class ClusterAdmin:
 
     def tenant_instances(self, tenant: str, suffix: str) -> list[str]:
         """Instances tagged `<tenant><suffix>`."""
-        tag = f"{tenant}{suffix}"
-        return sorted(name for name, record in self._configs().items() if tag in _tags(record))
+        return self.reader.tagged_instances(f"{tenant}{suffix}")
 
     def tenant_tables(self, tenant: str, role: str = "server") -> list[str]:
         """Tables (with type) whose `tenants.server` (or `.broker`) is `tenant`."""

@@ -63,7 +63,7 @@ def _views(ctx: ClusterContext, name: str) -> tuple[str, dict, dict]:
     """(table with type, IdealState mapFields, ExternalView mapFields); 404 without a table."""
     reader = ClusterReader(ctx)
     table = reader.table_name(name)
-    reader._config(table)
+    reader.get_table_config(table)  # 404 without a table config
     ideal = read_record(ctx.client, ctx.paths.idealstate(table))
     external = read_record(ctx.client, ctx.paths.externalview(table))
     return (

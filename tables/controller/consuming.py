@@ -78,6 +78,17 @@ def server_admin_url(ctx: ClusterContext, instance: str) -> str | None:
     return f"http://{host}:{port}" if host and port else None
 
 
+def admin_urls(ctx: ClusterContext, servers: list[str]) -> dict[str, str | None]:
+    """server -> its admin base URL (`server_admin_url`), None when unknown or unreadable."""
+    urls: dict[str, str | None] = {}
+    for server in servers:
+        try:
+            urls[server] = server_admin_url(ctx, server)
+        except ValueError:  # an unreadable instance config
+            urls[server] = None
+    return urls
+
+
 def _segment_name(item: Any) -> str:
     if not isinstance(item, dict) or not isinstance(item.get("segmentName"), str):
         raise ValueError("an item without segmentName")
@@ -125,12 +136,7 @@ def _fan_out(
 ) -> list[ServerAnswer]:
     if not servers:
         return []
-    urls = {}
-    for server in servers:
-        try:
-            urls[server] = server_admin_url(ctx, server)
-        except ValueError:  # an unreadable instance config
-            urls[server] = None
+    urls = admin_urls(ctx, servers)
     pool = ThreadPoolExecutor(
         max_workers=min(len(servers), MAX_FAN_OUT_THREADS), thread_name_prefix="consuming-info"
     )

@@ -45,7 +45,7 @@ from tables.redisconn import get_redis
 from tables.zk.errors import NoNode
 from tables.zk.records import read_record
 
-from .consuming import server_admin_url
+from .consuming import admin_urls
 
 if TYPE_CHECKING:
     from tables.segments.deepstore import DeepStore
@@ -83,14 +83,8 @@ def _server_reports(
     """server -> segment -> the item its /debug/tables/<t> reported (servers that failed: {})."""
     if not servers:
         return {}
-    urls = {}
-    for server in servers:
-        try:
-            base = server_admin_url(ctx, server)
-        except ValueError:
-            base = None
-        quoted = urllib.parse.quote(table)
-        urls[server] = None if base is None else f"{base}/debug/tables/{quoted}"
+    path = f"/debug/tables/{urllib.parse.quote(table)}"
+    urls = {s: None if b is None else b + path for s, b in admin_urls(ctx, servers).items()}
     with ThreadPoolExecutor(max_workers=min(len(servers), MAX_THREADS)) as pool:
         fetched = pool.map(lambda s: _get_json(urls[s], timeout_s), servers)
         answers = dict(zip(servers, fetched, strict=True))
@@ -176,7 +170,7 @@ def table_debug_info(
     reader = ClusterReader(ctx)
     table = reader.table_name(name)
     try:
-        config = reader._config(table)
+        config = reader.get_table_config(table)
     except NotFound:
         raise NotFound(f"Table '{name}' not found") from None
     found = read_record(ctx.client, ctx.paths.idealstate(table))
