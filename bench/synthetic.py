@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError, NotEmptyError  # noqa: E402
 
-from tables.domain.externalview import lead_controller_view  # noqa: E402
 from tables.domain.idealstate import finalize_for_write, new_realtime_idealstate  # noqa: E402
+from tables.domain.lead_assignment import lead_view  # noqa: E402
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE  # noqa: E402
 from tables.domain.names import LLCSegmentName, format_creation_time  # noqa: E402
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata  # noqa: E402
@@ -175,7 +175,7 @@ def write_cluster(
         codec.encode(live_instance(CONTROLLER, session)),
         ephemeral=True,
     )
-    view = lead_controller_view(24, [CONTROLLER])
+    view = lead_view(24, {CONTROLLER: frozenset(range(24))})
     pipe.add(client.create_async, paths.externalview(LEAD_CONTROLLER_RESOURCE), codec.encode(view))
     # Replica groups: partition p on `replication` consecutive servers, round-robin.
     groups = [

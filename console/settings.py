@@ -108,6 +108,12 @@ SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 # answers NOT_LEADER, because the FSMs must live in the one process that leads the table.
 CONTROLLER_INSTANCE_ID = env_str("CONTROLLER_INSTANCE_ID", "")
 CONTROLLER_VIP_URL = env_str("CONTROLLER_VIP_URL", "http://127.0.0.1:9000")
+# Pinot's controller.resource.rebalance.delay_ms: how long the leadControllerResource partitions of
+# a controller that went away (not a graceful shutdown) wait for it; 0 moves them at once.
+LEAD_CONTROLLER_REBALANCE_DELAY_MS = int(env_float("LEAD_CONTROLLER_REBALANCE_DELAY_MS", 300_000))
+# How long a stopping controller waits for in-flight segment commits before handing its
+# partitions over (Pinot's MAX_LLC_SEGMENT_METADATA_COMMIT_TIME_MILLIS, 30 s).
+CONTROLLER_STOP_COMMIT_WAIT_SECONDS = env_float("CONTROLLER_STOP_COMMIT_WAIT_SECONDS", 30.0)
 
 # --- servers -------------------------------------------------------------------------------------
 # Where `run_server` keeps its local segment copies and build scratch (one folder per instance).
@@ -150,6 +156,8 @@ ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER = env_bool(
 # A mirror sync that sees a repair due now (tables.mirror.diagnose) requests a healing run of that
 # table (tables.healing_triggers), at most one per table per debounce window.
 HEALING_TRIGGER_FROM_MIRROR = env_bool("HEALING_TRIGGER_FROM_MIRROR", True)
+# A controller that becomes the lead controller of tables asks for one healing run of each at once.
+HEALING_TRIGGER_ON_LEADERSHIP = env_bool("HEALING_TRIGGER_ON_LEADERSHIP", True)
 HEALING_TRIGGER_DEBOUNCE_SECONDS = env_float("HEALING_TRIGGER_DEBOUNCE_SECONDS", 20.0)
 
 # --- fault injection (tests only; tables/faults.py) ----------------------------------------------

@@ -39,12 +39,23 @@ Families (all defined once, in `DEFINITIONS`):
   `..._controllerPeriodicTaskError_Count{taskName}` count the runs and failed runs of the
   controller periodic tasks (`tables.domain.periods.PERIODIC_TASKS`, each always sampled; Pinot
   keys these meters by task name).
-- `pinot_controller_LeaderPartitionCount_Value{controller}`: leadControllerResource partitions
-  each controller is MASTER of. Pinot exports it per controller process, unlabelled; a scrape of
-  the mirror sees every controller at once, hence the `controller` label.
+- `LeadControllerManager`'s gauges, one series per controller (Pinot exports them per controller
+  process, unlabelled; a scrape of the mirror sees every controller at once, hence the
+  `controller` label): `pinot_controller_LeaderPartitionCount_Value` (Pinot's
+  controllerLeaderPartitionCount after the JMX rule: the leadControllerResource partitions the
+  controller is live MASTER of, 0 for a live controller with none),
+  `pinot_controller_pinotControllerLeader_Value` (1 for the Helix cluster leader of
+  `/CONTROLLER/LEADER`, 0 for every other live controller) and
+  `pinot_controller_pinotLeadControllerResourceEnabled_Value` (per live controller, the
+  resource's RESOURCE_ENABLED as 1/0; absent before the mirror first read it).
+- the partitions whose tables have no lead controller, as the mirror sync decided
+  (`tables.mirror.sync`: no live MASTER, and not led by the cluster leader because the resource
+  is disabled): `pinot_console_lead_controller_partitions_without_master` (their count) and
+  `pinot_console_lead_controller_leaderless_seconds{partition}` (per such partition, seconds
+  since `leaderless_since`; `partition` is the number of `leadControllerResource_<n>`).
 - this console's own: `pinot_console_live_instances{kind}`, `pinot_console_instances{kind}`,
-  `pinot_console_tables{tableType}`, `pinot_console_lead_controller_partitions_without_master`,
-  `pinot_console_mirror_age_seconds` (+Inf before the first sync),
+  `pinot_console_tables{tableType}`, `pinot_console_mirror_age_seconds` (+Inf before the first
+  sync),
   `pinot_console_mirror_last_sync_timestamp_seconds`, `pinot_console_mirror_sync_duration_seconds`
   and `pinot_console_mirror_sync_error` (1 while the last sync attempt failed).
 
@@ -61,7 +72,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Case, CharField, Count, F, Value, When
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -75,6 +86,7 @@ from tables.models import (
     LeadControllerPartition,
     MirroredInstance,
     MirroredTable,
+    MirrorState,
     PartitionStatus,
 )
 
@@ -238,14 +250,34 @@ DEFINITIONS: dict[str, Definition] = {
     # Cluster.
     "LeaderPartitionCount": _gauge(
         "pinot_controller_LeaderPartitionCount_Value",
-        "leadControllerResource partitions this controller is MASTER of "
-        "(one series per controller, from the resource's ExternalView).",
+        "leadControllerResource partitions this controller is MASTER of while live "
+        "(Pinot's controllerLeaderPartitionCount; one series per live controller, from the "
+        "resource's ExternalView).",
+        ("controller",),
+    ),
+    "pinotControllerLeader": _gauge(
+        "pinot_controller_pinotControllerLeader_Value",
+        "1 for the Helix cluster leader among the controllers (/CONTROLLER/LEADER), which "
+        "assigns the leadControllerResource partitions; 0 for every other live controller.",
+        ("controller",),
+    ),
+    "pinotLeadControllerResourceEnabled": _gauge(
+        "pinot_controller_pinotLeadControllerResourceEnabled_Value",
+        "1 while leadControllerResource is enabled (RESOURCE_ENABLED), 0 when disabled: the "
+        "cluster leader then leads every table. One series per live controller.",
         ("controller",),
     ),
     "lead_controller_partitions_without_master": _gauge(
         "pinot_console_lead_controller_partitions_without_master",
-        "leadControllerResource partitions with no MASTER controller: their tables have no "
-        "lead controller, so segments of those tables cannot commit.",
+        "leadControllerResource partitions with no live MASTER controller (and not led by the "
+        "cluster leader as the disabled resource's fallback): their tables have no lead "
+        "controller, so segments of those tables cannot commit.",
+    ),
+    "lead_controller_leaderless_seconds": _gauge(
+        "pinot_console_lead_controller_leaderless_seconds",
+        "Seconds since each leadControllerResource partition without a lead controller lost it "
+        "(the cluster leader's record of the loss, else when the mirror first saw it).",
+        ("partition",),
     ),
     "live_instances": _gauge(
         "pinot_console_live_instances",
@@ -344,12 +376,13 @@ class ControllerCollector(Collector):
         self.now = now
 
     def collect(self) -> Iterator[Metric]:
+        state = read_model.mirror_state()  # query 6, shared by the leadership and the mirror
         realtime = yield from self._tables()
         yield from self._partitions()
         yield from self._counters(realtime)
-        yield from self._instances()
-        yield from self._leadership()
-        yield from self._mirror()
+        live_controllers = yield from self._instances()
+        yield from self._leadership(live_controllers, state)
+        yield from self._mirror(state)
 
     def _check_cutoff(self) -> datetime:
         """Status checks made before this are stale."""
@@ -444,13 +477,22 @@ class ControllerCollector(Collector):
             yield family
 
     def _instances(self) -> Iterator[Metric]:
-        """Query 4: participants counted by kind and liveness."""
-        rows = MirroredInstance.objects.values_list("kind", "live").annotate(n=Count("id"))
+        """Query 4: participants counted by kind and liveness, controllers one by one. Returns
+        the names of the live controllers."""
+        controller = Case(
+            When(kind="CONTROLLER", then=F("name")), default=Value(""), output_field=CharField()
+        )
+        rows = MirroredInstance.objects.annotate(controller=controller).values_list(
+            "kind", "live", "controller"
+        )
         known: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
         live: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
-        for kind, is_live, n in rows.order_by():
+        controllers: list[str] = []
+        for kind, is_live, name, n in rows.annotate(n=Count("id")).order_by():
             known[kind] = known.get(kind, 0) + n
             live[kind] = live.get(kind, 0) + (n if is_live else 0)
+            if name and is_live:
+                controllers.append(name)
         live_family = DEFINITIONS["live_instances"].family()
         known_family = DEFINITIONS["instances"].family()
         for kind in sorted(known):
@@ -458,24 +500,36 @@ class ControllerCollector(Collector):
             known_family.add_metric([kind], known[kind])
         yield live_family
         yield known_family
+        return sorted(controllers)
 
-    def _leadership(self) -> Iterator[Metric]:
-        """Query 5: leadControllerResource partitions counted by MASTER controller."""
-        rows = LeadControllerPartition.objects.values_list("controller").annotate(n=Count("id"))
-        led: dict[str, int] = {}
-        for controller, n in rows.order_by():
-            led[controller] = led.get(controller, 0) + n
-        family = DEFINITIONS["LeaderPartitionCount"].family()
-        for controller in sorted(name for name in led if name):
-            family.add_metric([controller], led[controller])
-        yield family
-        orphans = DEFINITIONS["lead_controller_partitions_without_master"].family()
-        orphans.add_metric([], led.get("", 0))
-        yield orphans
+    def _leadership(self, live: list[str], state: MirrorState) -> Iterator[Metric]:
+        """Query 5: the leadControllerResource partitions (one row each), with the live
+        controllers and the mirror's cluster leader and RESOURCE_ENABLED."""
+        rows = LeadControllerPartition.objects.order_by("partition_id").values_list(
+            "partition_id", "controller", "leaderless_since"
+        )
+        fallback = state.lead_resource_enabled is False and bool(state.cluster_leader)
+        led: dict[str, int] = dict.fromkeys(live, 0)
+        orphans = DEFINITIONS["lead_controller_leaderless_seconds"].family()
+        without = 0
+        for partition, controller, since in rows:
+            if controller:
+                led[controller] = led.get(controller, 0) + 1
+            elif not fallback:
+                without += 1
+                if since is not None:
+                    age = max(0.0, (self.now() - since).total_seconds())
+                    orphans.add_metric([str(partition)], age)
+        counts = DEFINITIONS["LeaderPartitionCount"].family()
+        for controller in sorted(led):
+            counts.add_metric([controller], led[controller])
+        total = DEFINITIONS["lead_controller_partitions_without_master"].family()
+        total.add_metric([], without)
+        yield from (counts, *_controller_roles(live, state), total, orphans)
 
-    def _mirror(self) -> Iterator[Metric]:
-        """Query 6: the mirror's own state (`read_model.freshness`)."""
-        mirror = read_model.freshness(now=self.now())
+    def _mirror(self, state: MirrorState) -> Iterator[Metric]:
+        """The mirror's own state (`read_model.freshness` of query 6's row)."""
+        mirror = read_model.freshness(state, now=self.now())
         age = DEFINITIONS["mirror_age_seconds"].family()
         timestamp = DEFINITIONS["mirror_last_sync_timestamp_seconds"].family()
         if mirror.last_synced is None or mirror.age_s is None:
@@ -488,6 +542,20 @@ class ControllerCollector(Collector):
         failing = DEFINITIONS["mirror_sync_error"].family()
         failing.add_metric([], 1 if mirror.error else 0)
         yield from (age, timestamp, duration, failing)
+
+
+def _controller_roles(live: list[str], state: MirrorState) -> tuple[Metric, Metric]:
+    """pinotControllerLeader (every live controller and the cluster leader) and
+    pinotLeadControllerResourceEnabled (every live controller, once the mirror read it)."""
+    leader = DEFINITIONS["pinotControllerLeader"].family()
+    named = {*live, state.cluster_leader} - {""}
+    for controller in sorted(named):
+        leader.add_metric([controller], 1 if controller == state.cluster_leader else 0)
+    enabled = DEFINITIONS["pinotLeadControllerResourceEnabled"].family()
+    if state.lead_resource_enabled is not None:
+        for controller in live:
+            enabled.add_metric([controller], 1 if state.lead_resource_enabled else 0)
+    return leader, enabled
 
 
 _registry: CollectorRegistry | None = None

@@ -2,9 +2,10 @@
 # `make demo`: the whole stack on embedded defaults, in the foreground, until Ctrl-C (or SIGTERM).
 # Starts ZooKeeper and Redis (unless already running), migrates, ensures an admin account, then runs
 # supervisord on deploy/supervisor/supervisord.conf.template (expanded into
-# $VAR_DIR/supervisord.conf): controller, web, Celery workers and beat, three ingestion servers, and
-# a producer that first creates the demo table (`create_demo_table --wait`). supervisord restarts a
-# program that dies, with back-off, while the others keep running; logs go to $VAR_DIR/log/.
+# $VAR_DIR/supervisord.conf): two controllers, web, Celery workers and beat, three ingestion
+# servers, and a producer that first creates the demo table (`create_demo_table --wait`).
+# supervisord restarts a program that dies, with back-off, while the others keep running; logs go
+# to $VAR_DIR/log/. Ready (printed with the URLs): /healthz all green and both controllers answer.
 # On exit supervisord stops its programs and this script stops exactly the services it started.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,11 +18,17 @@ if [ -n "$ENV_FILE" ] && [ -f "$ENV_FILE" ]; then set -a; . "$ENV_FILE"; set +a;
 
 export VAR_DIR="${VAR_DIR:-$ROOT/var}"
 export ZK_PORT="${ZK_PORT:-21810}" REDIS_PORT="${REDIS_PORT:-16379}" WEB_PORT="${WEB_PORT:-8000}"
-# The controller, three ingestion servers (instance Server_127.0.0.1_<port>, admin HTTP on
-# that port) and the producer's rate (rows/s over the demo topic's 4 partitions).
-export CONTROLLER_PORT="${CONTROLLER_PORT:-9000}" SERVER1_PORT="${SERVER1_PORT:-8098}" \
-  SERVER2_PORT="${SERVER2_PORT:-8099}" SERVER3_PORT="${SERVER3_PORT:-8100}" \
-  DEMO_PRODUCE_RATE="${DEMO_PRODUCE_RATE:-100}"
+# The two controllers (instance Controller_127.0.0.1_<port>, API on that port), three ingestion
+# servers (instance Server_127.0.0.1_<port>, admin HTTP on that port) and the producer's rate
+# (rows/s over the demo topic's 4 partitions).
+export CONTROLLER_PORT="${CONTROLLER_PORT:-9000}" CONTROLLER2_PORT="${CONTROLLER2_PORT:-9001}" \
+  SERVER1_PORT="${SERVER1_PORT:-8098}" SERVER2_PORT="${SERVER2_PORT:-8099}" \
+  SERVER3_PORT="${SERVER3_PORT:-8100}" DEMO_PRODUCE_RATE="${DEMO_PRODUCE_RATE:-100}"
+# How long supervisord lets a stopping controller finish its in-flight commits (up to
+# CONTROLLER_STOP_COMMIT_WAIT_SECONDS, 30 s by default) and hand its partitions over before SIGKILL.
+STOP_WAIT='import math, os
+print(math.ceil(float(os.environ.get("CONTROLLER_STOP_COMMIT_WAIT_SECONDS") or 30)) + 15)'
+export CONTROLLER_STOPWAITSECS="${CONTROLLER_STOPWAITSECS:-$(python -c "$STOP_WAIT")}"
 export ZK_HOSTS="${ZK_HOSTS:-127.0.0.1:$ZK_PORT}" REDIS_URL="${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}"
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$VENV/bin/python" PYTHONUNBUFFERED=1
 mkdir -p "$VAR_DIR"
@@ -75,7 +82,8 @@ os.fchmod(fd, 0o600)
 with os.fdopen(fd, "w", encoding="utf-8") as out:
     out.write(text)
 PY
-python scripts/wait_ready.py "http://127.0.0.1:$WEB_PORT" &
+python scripts/wait_ready.py "http://127.0.0.1:$WEB_PORT" \
+  --controller "http://127.0.0.1:$CONTROLLER_PORT" --controller "http://127.0.0.1:$CONTROLLER2_PORT" &
 READY_PID=$!
 echo "  Logs: $LOG_DIR/<program>.log   Processes: supervisorctl -c $CONF status"
 # In the background, so that this shell's traps run on Ctrl-C or SIGTERM: cleanup() has supervisord

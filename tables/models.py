@@ -250,6 +250,9 @@ class LeadControllerPartition(models.Model):
     controller = models.CharField(max_length=255, blank=True, help_text="MASTER in the EV")
     tables = models.JSONField(default=list)
     last_synced = models.DateTimeField()
+    leaderless_since = models.DateTimeField(
+        null=True, blank=True, help_text="since when no live controller is its MASTER"
+    )
 
     class Meta:
         ordering = ["partition_id"]
@@ -329,6 +332,10 @@ class MirrorState(models.Model):
     error = models.TextField(blank=True)
     # The cluster config's max.segment.completion.time.millis (null: not set, Pinot's default).
     max_completion_ms = models.BigIntegerField(null=True)
+    # The Helix cluster leader (`/CONTROLLER/LEADER`, as the participant id Controller_<h>_<p>;
+    # blank: none) and leadControllerResource's RESOURCE_ENABLED (null: never synced).
+    cluster_leader = models.CharField(max_length=255, blank=True)
+    lead_resource_enabled = models.BooleanField(null=True)
 
     def __str__(self) -> str:
         return f"mirror {self.name} synced {self.last_synced}"
@@ -404,6 +411,7 @@ class HealingRun(models.Model):
         SCHEDULE = "schedule", "beat schedule"
         MIRROR = "mirror", "mirror sync (a repairable state seen)"
         API = "api", "operator (GET /periodictask/run)"
+        LEADER = "leader", "a controller became the table's lead controller"
 
     RUNS_KEPT_PER_TABLE = 500
 
@@ -417,6 +425,9 @@ class HealingRun(models.Model):
     waiting = models.JSONField(default=list, blank=True, help_text="left alone for now, and why")
     skipped = models.JSONField(default=list, blank=True, help_text="parts of the run not done")
     error = models.TextField(blank=True)
+    lead_controller = models.CharField(
+        max_length=255, blank=True, help_text="the lead controller the run was made on behalf of"
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -430,8 +441,9 @@ class HealingRun(models.Model):
 
     @classmethod
     def record(cls, report: dict[str, Any]) -> HealingRun:
-        """Store a `HealingReport.as_dict()` (a failed run: the same keys, with `error`), then
-        prune the table's runs beyond the newest RUNS_KEPT_PER_TABLE."""
+        """Store a `HealingReport.as_dict()` (a failed run: the same keys, with `error`; either
+        with `leadController`, the controller the run acted for), then prune the table's runs
+        beyond the newest RUNS_KEPT_PER_TABLE."""
         actions = list(report.get("actions") or [])
         row, _ = cls.objects.update_or_create(
             run_id=str(report["runId"])[:64],
@@ -445,6 +457,7 @@ class HealingRun(models.Model):
                 "waiting": list(report.get("waiting") or []),
                 "skipped": list(report.get("skipped") or []),
                 "error": str(report.get("error") or ""),
+                "lead_controller": str(report.get("leadController") or "")[:255],
             },
         )
         cls.prune(row.table)
@@ -476,6 +489,7 @@ class HealingRun(models.Model):
             "waiting": self.waiting,
             "skipped": self.skipped,
             "error": self.error or None,
+            "leadController": self.lead_controller or None,
         }
 
 
@@ -504,3 +518,28 @@ class TableStatusCheck(models.Model):
 
     def __str__(self) -> str:
         return f"status of {self.table_id} at {self.checked_at:%H:%M:%S}"
+
+
+class LeadershipChange(models.Model):
+    """A change of a leadControllerResource partition's MASTER, as the cluster leader saw it:
+    from whom to whom (blank: nobody), when and why. `to_controller` blank means the partition
+    lost its MASTER at `at`; the tables of the partition had no lead controller from then on."""
+
+    HISTORY_KEPT = 5000
+
+    partition_id = models.IntegerField()
+    from_controller = models.CharField(max_length=255, blank=True)
+    to_controller = models.CharField(max_length=255, blank=True)
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=500, blank=True)
+    cluster_leader = models.CharField(max_length=255, blank=True, help_text="who recorded it")
+    leaderless_ms = models.BigIntegerField(
+        null=True, blank=True, help_text="how long the partition had no MASTER before `to`"
+    )
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["partition_id", "-at"], name="leadership_partition_time")]
+
+    def __str__(self) -> str:
+        return f"{self.partition_id}: {self.from_controller or '-'} -> {self.to_controller or '-'}"

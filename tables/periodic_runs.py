@@ -6,10 +6,22 @@
   whose run raised (ZooKeeper down: `tables.outages.outage_reason` says so) is stored with the
   error. (A repair that had to start past offsets the stream had dropped is counted in
   `llcStreamDataLoss` by the healing manager itself, so runs made outside Celery count too.)
+- Leadership: the worker acts on behalf of each table's lead controller, read once per invocation
+  (`tables.cluster.leadership.table_leaders`: the live MASTER of the table's partition of
+  leadControllerResource, or the cluster leader when the resource is disabled). The run records it
+  (`HealingRun.lead_controller`) and uses it as the manager's `source` (the holder of the table's
+  healing lock, the sender of its reset messages). A table whose partition has no live lead
+  controller is not validated, as Pinot runs no validation for a table nobody leads: its run is
+  recorded with nothing done and, in `skipped`, the partition and why it has no leader. A
+  leadership change during the run does not stop it: its writes are compare-and-set and the table
+  lock keeps a second run out.
 - `check_status(table)`: Pinot's SegmentStatusChecker over the mirror (`tables.status_checker`).
+  It only reads and reports, so it reports every table, leaderless ones included (that is where
+  they show), where Pinot's lead controllers report only the tables they lead.
 - Both count Pinot's meters in durable counters keyed by task name: `controllerPeriodicTaskRun`
   +1 per invocation, `controllerPeriodicTaskError` +1 per invocation that failed: it could not
-  list the tables or one table's run failed (raised, or reported an error).
+  list the tables or one table's run failed (raised, or reported an error). A leaderless table is
+  no error.
 Settings (Pinot's keys in the README) are read here, in `healing_settings()`, and nowhere else.
 """
 
@@ -24,7 +36,13 @@ from django.conf import settings
 
 from tables import builds
 from tables.cluster import context
-from tables.controller.healing import HealingSettings, RealtimeSegmentValidationManager
+from tables.cluster.context import ClusterContext
+from tables.cluster.leadership import TableLeaders, table_leaders
+from tables.controller.healing import (
+    HealingReport,
+    HealingSettings,
+    RealtimeSegmentValidationManager,
+)
 from tables.domain.names import InvalidName, raw_table_name, table_name_with_type
 from tables.domain.periods import (
     REALTIME_SEGMENT_VALIDATION,
@@ -40,7 +58,7 @@ __all__ = ["TRIGGERS", "check_status", "healing_settings", "new_run_id", "valida
 
 log = logging.getLogger(__name__)
 
-TRIGGERS = tuple(HealingRun.Trigger.values)  # schedule, mirror, api
+TRIGGERS = tuple(HealingRun.Trigger.values)  # schedule, mirror, api, leader
 
 
 def healing_settings() -> HealingSettings:
@@ -74,7 +92,9 @@ def _typed(table: str) -> str:
         return table
 
 
-def _record_failure(table: str, run_id: str, trigger: str, started_ms: int, error: str) -> None:
+def _record_failure(
+    table: str, run_id: str, trigger: str, started_ms: int, error: str, leader: str = ""
+) -> None:
     HealingRun.record(
         {
             "table": _typed(table),
@@ -83,23 +103,71 @@ def _record_failure(table: str, run_id: str, trigger: str, started_ms: int, erro
             "startedMs": started_ms,
             "finishedMs": _now_ms(),
             "error": error,
+            "leadController": leader,
         }
     )
 
 
+def _record_leaderless(table: str, leaders: TableLeaders, run_id: str, trigger: str) -> None:
+    now = _now_ms()
+    HealingRun.record(
+        {
+            "table": table,
+            "runId": run_id,
+            "trigger": trigger,
+            "startedMs": now,
+            "finishedMs": now,
+            "skipped": [
+                f"{leaders.partition(table)}: no lead controller ({leaders.why_none(table)}); "
+                "the table is not validated until it has one, as Pinot runs no validation for "
+                "a table without a lead controller"
+            ],
+        }
+    )
+
+
+class _Managers:
+    """One healing manager per lead controller it acts for (its `source`)."""
+
+    def __init__(self, ctx: ClusterContext) -> None:
+        self.ctx, self.settings = ctx, healing_settings()
+        self._made: dict[str, RealtimeSegmentValidationManager] = {}
+
+    def acting_for(self, source: str) -> RealtimeSegmentValidationManager:
+        if source not in self._made:
+            self._made[source] = RealtimeSegmentValidationManager(
+                self.ctx, self.settings, source=source, deep_store=builds.deep_store
+            )
+        return self._made[source]
+
+
 def _run_one(
-    manager: RealtimeSegmentValidationManager, table: str, run_id: str, trigger: str
+    managers: _Managers, leaders: TableLeaders, table: str, run_id: str, trigger: str
 ) -> dict[str, Any]:
-    started = _now_ms()
+    typed, started = _typed(table), _now_ms()
+    leader: str | None = None
+    found: HealingReport | None = None
     try:
-        report = manager.run_table(table, run_id=run_id, trigger=trigger).as_dict()
+        leader = leaders.leader(typed)
+        if leader is not None:
+            found = managers.acting_for(leader).run_table(table, run_id=run_id, trigger=trigger)
     except Exception as exc:  # recorded and counted; the other tables still run
         log.exception("healing run %s of %s failed", run_id, table)
-        _record_failure(table, run_id, trigger, started, _reason(exc))
-        return {"table": _typed(table), "actions": 0, "error": _reason(exc)}
+        _record_failure(table, run_id, trigger, started, _reason(exc), leader or "")
+        return {"table": typed, "actions": 0, "error": _reason(exc), "leadController": leader}
+    if found is None:
+        log.info("healing run %s: %s has no lead controller; not validated", run_id, typed)
+        _record_leaderless(typed, leaders, run_id, trigger)
+        return {"table": typed, "actions": 0, "error": None, "leadController": None}
+    report = {**found.as_dict(), "leadController": leader}
     HealingRun.record(report)
     actions = report.get("actions") or []
-    return {"table": report["table"], "actions": len(actions), "error": report.get("error")}
+    return {
+        "table": report["table"],
+        "actions": len(actions),
+        "error": report.get("error"),
+        "leadController": leader,
+    }
 
 
 def validate(table: str | None, trigger: str, run_id: str) -> dict[str, Any]:
@@ -109,20 +177,18 @@ def validate(table: str | None, trigger: str, run_id: str) -> dict[str, Any]:
     DurableCounter.increment(TASK_RUN_COUNTER, REALTIME_SEGMENT_VALIDATION)
     started = _now_ms()
     try:
-        manager = RealtimeSegmentValidationManager(
-            context.current(),
-            healing_settings(),
-            source=settings.CONTROLLER_INSTANCE_ID,
-            deep_store=builds.deep_store,
-        )
-        tables = [table] if table else manager.realtime_tables()
+        ctx = context.current()
+        managers = _Managers(ctx)
+        lister = managers.acting_for(settings.CONTROLLER_INSTANCE_ID)
+        tables = [table] if table else lister.realtime_tables()
+        leaders = table_leaders(ctx)
     except Exception as exc:
         DurableCounter.increment(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
         if table:
             _record_failure(table, run_id, trigger, started, _reason(exc))
         log.warning("healing run %s could not start: %s", run_id, _reason(exc))
         return {"runId": run_id, "tables": [], "error": _reason(exc)}
-    results = [_run_one(manager, name, run_id, trigger) for name in tables]
+    results = [_run_one(managers, leaders, name, run_id, trigger) for name in tables]
     if any(r["error"] for r in results):
         DurableCounter.increment(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
     return {"runId": run_id, "tables": results, "error": None}

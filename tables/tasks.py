@@ -2,6 +2,11 @@
 
 Tasks take names, offsets and keys only, and are idempotent: with acks_late, a task whose worker
 died is delivered again, and running it twice leaves the same result.
+
+Leadership (README "How the Celery tasks respect leadership"): a worker is no controller, so the
+periodic work acts for a table on behalf of its lead controller, looked up when the task runs:
+the healing manager skips (and records) a table without one, a force-commit batch waits for one,
+and the status checker, which only reads, reports every table.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from django.conf import settings
 
 from tables import builds
 from tables.cluster import context
+from tables.cluster.leadership import lead_controller_for
 from tables.controller.force_commit import BatchRun, ForceCommitManager
 from tables.segments.spark import get_session
 
@@ -87,8 +93,15 @@ def sync_mirror() -> None:
 @shared_task(name="tables.force_commit_batches", ignore_result=True)
 def force_commit_batches(**run: object) -> None:
     """One step of a batched force commit (`ForceCommitManager.advance`); re-schedules itself
-    until every batch is sent or the run gives up."""
-    manager = ForceCommitManager(context.current(), source=settings.CONTROLLER_INSTANCE_ID)
+    until every batch is sent or the run gives up. A batch is sent on behalf of the table's lead
+    controller (`tables.cluster.leadership.lead_controller_for`, read at each step); while the
+    table has none, the step waits (re-scheduled) within the batch's timeout."""
+    ctx = context.current()
+    manager = ForceCommitManager(
+        ctx,
+        source=settings.CONTROLLER_INSTANCE_ID,
+        lead_controller=lambda table: lead_controller_for(ctx, table),
+    )
     following = manager.advance(BatchRun.from_kwargs(**run))
     if following is not None:
         force_commit_batches.apply_async(
@@ -101,10 +114,12 @@ def realtime_segment_validation(
     self, table: str | None = None, trigger: str = "schedule", run_id: str | None = None
 ) -> dict[str, object]:
     """Pinot's RealtimeSegmentValidationManager on `table` (raw or with type) or on every REALTIME
-    table: beat (`trigger` "schedule"), the mirror sync ("mirror") or an operator ("api");
+    table: beat (`trigger` "schedule"), the mirror sync ("mirror"), an operator ("api") or a
+    controller that became a table's lead controller ("leader", `tables.healing_triggers`);
     `tables.periodic_runs.validate` records each table's run (`HealingRun`, by `run_id`: by default
-    `<trigger>-` and the first 8 hex digits of this task's id). Runs on one table never overlap:
-    the healing manager takes a ZooKeeper lock per table."""
+    `<trigger>-` and the first 8 hex digits of this task's id), made on behalf of the table's lead
+    controller; a table without one is skipped. Runs on one table never overlap: the healing
+    manager takes a ZooKeeper lock per table."""
     from tables.periodic_runs import new_run_id, validate
 
     return validate(table, trigger, run_id or new_run_id(trigger, self.request.id))
@@ -113,7 +128,8 @@ def realtime_segment_validation(
 @shared_task(name="tables.segment_status_checker", ignore_result=False)
 def segment_status_checker(table: str | None = None) -> dict[str, object]:
     """Pinot's SegmentStatusChecker over the mirror, for every table or `table`
-    (`tables.periodic_runs.check_status`; results in `TableStatusCheck`, shown by /metrics)."""
+    (`tables.periodic_runs.check_status`; results in `TableStatusCheck`, shown by /metrics). It
+    only reads, so it reports every table, with or without a lead controller."""
     from tables.periodic_runs import check_status
 
     return check_status(table)

@@ -89,6 +89,8 @@ os.environ.update(
         "STATUS_CHECKER_FREQUENCY_PERIOD": "",
         # Nor on what a mirror sync sees (tests of that turn it on in their settings).
         "HEALING_TRIGGER_FROM_MIRROR": "false",
+        # Nor when a controller gains partitions (controllers start and stop in many tests).
+        "HEALING_TRIGGER_ON_LEADERSHIP": "false",
     }
 )
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")

@@ -1,4 +1,4 @@
-"""A real ingestion cluster for end-to-end tests: a controller and servers as processes.
+"""A real ingestion cluster for end-to-end tests: controllers and servers as processes.
 
 They run in the Celery workers' ZooKeeper chroot (`worker_zk`), so the Spark worker that builds
 committed segments sees the same cluster. Every process logs to var/test/logs/<name>.log; `kill`
@@ -56,12 +56,24 @@ class IngestCluster:
         self.log_dir = envdefaults.VAR_DIR / "logs"
         self.log_prefix = log_prefix
         self.procs: dict[str, subprocess.Popen] = {}
-        self.controller_port = free_port()
+        self.controller_ports: dict[int, int] = {0: free_port()}
         self.server_ports: dict[str, int] = {}
 
     @property
+    def controller_port(self) -> int:
+        return self.controller_ports[0]
+
+    @property
     def controller_id(self) -> str:
-        return f"Controller_{HOST}_{self.controller_port}"
+        return self.controller_id_of(0)
+
+    def controller_id_of(self, index: int) -> str:
+        port = self.controller_ports.setdefault(index, free_port())
+        return f"Controller_{HOST}_{port}"
+
+    @staticmethod
+    def controller_name(index: int) -> str:
+        return "controller" if index == 0 else f"controller{index}"
 
     def _env(self) -> dict[str, str]:
         return {
@@ -71,22 +83,29 @@ class IngestCluster:
             "SERVER_DATA_DIR": str(self.data_dir),
         }
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with (self.log_dir / f"{self.log_prefix}-{name}.log").open("ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "manage.py", *args],
                 cwd=envdefaults.ROOT,
-                env=self._env(),
+                env={**self._env(), **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
         self.procs[name] = proc
         return proc
 
-    def start_controller(self) -> subprocess.Popen:
-        args = ["run_controller", "--port", str(self.controller_port), "--interval", "0.5"]
-        return self._spawn("controller", args)
+    def start_controller(
+        self, index: int = 0, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        """Controller `index` (0 is `controller`, others `controller<index>`), same port and
+        identity on a restart; `env` adds settings (e.g. LEAD_CONTROLLER_REBALANCE_DELAY_MS)."""
+        port = self.controller_ports.setdefault(index, free_port())
+        args = ["run_controller", "--port", str(port), "--interval", "0.5"]
+        return self._spawn(self.controller_name(index), args, env)
 
     def server_id(self, index: int) -> str:
         port = self.server_ports.setdefault(f"server{index}", free_port())

@@ -1,10 +1,14 @@
 """`make demo`'s supervisor, for real: scripts/demo.sh on private ports and a private VAR_DIR (its
-own ZooKeeper and Redis, never the test services or a developer's demo). A server killed with
-SIGKILL is started again by supervisord (a new pid, its live instance back in ZooKeeper on a new
-session) while the other programs keep their pids and the console keeps answering; ingestion goes
-on (a segment commits after the restart) and `verify_ledger githubEvents --rows` is exact; Ctrl-C
-(SIGINT to the script's process group, as a terminal sends it) then stops everything: nothing is
-left."""
+own ZooKeeper and Redis, never the test services or a developer's demo). Both controllers run, are
+live, answer `GET /health` on their own ports and each masters partitions of leadControllerResource.
+A server killed with SIGKILL is started again by supervisord (a new pid, its live instance back in
+ZooKeeper on a new session) while the other programs keep their pids and the console keeps
+answering. The controller leading the demo table, restarted through supervisorctl, stops on SIGTERM
+within its stopwaitsecs (exit status 0, never SIGKILL) and comes back live, mastering partitions
+again. Ingestion goes on (a segment commits after both restarts), every committed segment's
+download URL is one of the two controllers' own URLs (each runs with its own VIP URL) and
+`verify_ledger githubEvents --rows` is exact; Ctrl-C (SIGINT to the script's process group, as a
+terminal sends it) then stops everything, both controllers with exit status 0: nothing is left."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.zk import codec
 from tables.zk.client import new_client
 from tables.zk.paths import ClusterPaths
@@ -38,6 +43,7 @@ TABLE = "githubEvents_REALTIME"
 PROGRAMS = [
     "core:beat",
     "core:controller",
+    "core:controller2",
     "core:spark",
     "core:web",
     "core:worker",
@@ -73,9 +79,14 @@ class Demo:
 
     def __init__(self, tmp_path: Path) -> None:
         self.var = tmp_path / "var"
-        zk, redis, web, controller, s1, s2, s3 = _free_ports(7)
+        zk, redis, web, controller, controller2, s1, s2, s3 = _free_ports(8)
         self.zk_hosts = f"127.0.0.1:{zk}"
         self.web = f"http://127.0.0.1:{web}"
+        # program -> (its participant, its URL)
+        self.controllers = {
+            name: (f"Controller_127.0.0.1_{port}", f"http://127.0.0.1:{port}")
+            for name, port in (("controller", controller), ("controller2", controller2))
+        }
         self.server1 = f"Server_127.0.0.1_{s1}"
         # A clean environment: nothing of the test session's settings (ZK_HOSTS, REDIS_URL,
         # DATABASE_URL ... of the shared test services) may reach the demo.
@@ -90,6 +101,7 @@ class Demo:
             "REDIS_PORT": str(redis),
             "WEB_PORT": str(web),
             "CONTROLLER_PORT": str(controller),
+            "CONTROLLER2_PORT": str(controller2),
             "SERVER1_PORT": str(s1),
             "SERVER2_PORT": str(s2),
             "SERVER3_PORT": str(s3),
@@ -116,15 +128,20 @@ class Demo:
         if self.proc.poll() is not None:
             raise AssertionError(f"demo.sh exited with {self.proc.returncode}:\n{self.output()}")
 
-    def output(self) -> str:
-        return self.out.read_text(errors="replace")[-4000:]
+    def output(self, since: int | None = None) -> str:
+        """The script's output (supervisord's log included): its end, or all of it from `since`."""
+        text = self.out.read_text(errors="replace")
+        return text[-4000:] if since is None else text[since:]
 
-    def ctl(self, *args: str) -> str:
+    def output_size(self) -> int:
+        return len(self.out.read_text(errors="replace"))
+
+    def ctl(self, *args: str, timeout: float = 30) -> str:
         done = subprocess.run(
             [str(VENV / "bin" / "supervisorctl"), "-c", str(self.var / "supervisord.conf"), *args],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=timeout,
         )
         return done.stdout
 
@@ -151,6 +168,14 @@ class Demo:
         states = self.states()
         running = {name: pid for name, (state, pid) in states.items() if state == "RUNNING"}
         return running if len(running) == len(PROGRAMS) else {}
+
+    def controller_answers(self, url: str) -> bool:
+        """Pinot's `GET /health` on a controller's own port: 200 (its ZooKeeper session is up)."""
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=10) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
 
     def login_page(self) -> bool:
         try:
@@ -215,20 +240,79 @@ def demo(tmp_path) -> Iterator[Demo]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _done_segments(zk) -> set[str]:
-    """The demo table's DONE segments, from their ZooKeeper metadata."""
+def _segments(zk) -> dict[str, dict[str, str]]:
+    """The demo table's segments: name -> the simple fields of their ZooKeeper metadata."""
     folder = PATHS.segments(TABLE)
     if not zk.exists(folder):
-        return set()
-    done = set()
+        return {}
+    found = {}
     for name in zk.get_children(folder):
         data, _ = zk.get(f"{folder}/{name}")
-        if codec.decode(data).simple_fields.get("segment.realtime.status") == "DONE":
-            done.add(name)
-    return done
+        found[name] = codec.decode(data).simple_fields
+    return found
 
 
-def test_a_killed_server_is_restarted_and_ctrl_c_leaves_nothing(demo):
+def _done_segments(zk) -> set[str]:
+    """The demo table's DONE segments."""
+    return {n for n, f in _segments(zk).items() if f.get("segment.realtime.status") == "DONE"}
+
+
+def _masters(zk) -> dict[str, list[str]]:
+    """leadControllerResource's EXTERNALVIEW: controller -> the partitions it is MASTER of."""
+    path = PATHS.externalview(LEAD_CONTROLLER_RESOURCE)
+    if not zk.exists(path):
+        return {}
+    masters: dict[str, list[str]] = {}
+    for partition, states in codec.decode(zk.get(path)[0]).map_fields.items():
+        for instance, state in states.items():
+            if state == "MASTER":
+                masters.setdefault(instance, []).append(partition)
+    return masters
+
+
+def _controllers_lead(demo: Demo, zk) -> bool:
+    """Both controllers live, answering on their own ports, each MASTER of some partitions."""
+    masters = _masters(zk)
+    return all(
+        zk.exists(PATHS.liveinstance(instance))
+        and demo.controller_answers(url)
+        and masters.get(instance)
+        for instance, url in demo.controllers.values()
+    )
+
+
+def _table_leader(zk) -> str:
+    """The controller that is MASTER of the demo table's partition of leadControllerResource."""
+    mine = partition_name(lead_partition(TABLE.removesuffix("_REALTIME")))
+    return next((c for c, parts in _masters(zk).items() if mine in parts), "")
+
+
+def _restart_table_leader(demo: Demo, zk, pids: dict[str, int]) -> tuple[str, float]:
+    """`supervisorctl restart` the demo table's lead controller: stopped by SIGTERM (exit status
+    0, never SIGKILL), started again, live on a new session and leading again. Its program name
+    and how long it took."""
+    leader = wait_until(lambda: _table_leader(zk), timeout=60, interval=0.5, what="a table leader")
+    program = next(name for name, (instance, _) in demo.controllers.items() if instance == leader)
+    session = zk.exists(PATHS.liveinstance(leader)).ephemeralOwner
+    mark, started = demo.output_size(), time.monotonic()
+    demo.ctl("restart", f"core:{program}", timeout=180)
+
+    def back() -> bool:
+        pid = demo.states().get(f"core:{program}", ("", 0))[1]
+        stat = zk.exists(PATHS.liveinstance(leader))
+        return (
+            pid not in (0, pids[f"core:{program}"])
+            and bool(stat and stat.ephemeralOwner != session)
+            and _controllers_lead(demo, zk)
+        )
+
+    wait_until(back, timeout=120, interval=0.5, what=f"{program} restarted and leading again")
+    took = time.monotonic() - started
+    assert f"stopped: {program} (exit status 0)" in demo.output(mark), demo.output()
+    return program, took
+
+
+def test_a_killed_server_and_a_stopped_controller_restart_and_ctrl_c_leaves_nothing(demo):
     before = wait_until(demo.pids, timeout=150, interval=0.5, what="every program RUNNING")
     assert demo.services_up()
     zk = new_client(demo.zk_hosts)
@@ -236,6 +320,9 @@ def test_a_killed_server_is_restarted_and_ctrl_c_leaves_nothing(demo):
         live = PATHS.liveinstance(demo.server1)
         first = wait_until(lambda: zk.exists(live), timeout=60, interval=0.2, what="server1 live")
         wait_until(demo.login_page, timeout=60, interval=0.5, what="the console answers")
+        wait_until(lambda: _controllers_lead(demo, zk), timeout=90, interval=0.5, what="both lead")
+        for name, (instance, _) in demo.controllers.items():  # each logs to its own file
+            assert instance in (demo.var / "log" / f"{name}.log").read_text(errors="replace")
 
         os.kill(before["ingest:server1"], signal.SIGKILL)
         killed_at = time.monotonic()
@@ -257,16 +344,33 @@ def test_a_killed_server_is_restarted_and_ctrl_c_leaves_nothing(demo):
         }, "only the killed program was restarted"
         assert "exited: server1 (terminated by SIGKILL; not expected)" in demo.output()
 
-        # Ingestion goes on with no one acting: a segment commits after the restart, and every
+        # The table's lead controller, stopped gracefully and started again by supervisord.
+        program, controller_s = _restart_table_leader(demo, zk, after)
+        now = wait_until(demo.pids, timeout=60, interval=0.5, what="every program RUNNING")
+        assert {n: p for n, p in now.items() if n != f"core:{program}"} == {
+            n: p for n, p in after.items() if n != f"core:{program}"
+        }, "only the restarted controller has a new pid"
+
+        # Ingestion goes on with no one acting: a segment commits after the restarts, and every
         # row committed so far is in exactly one segment.
-        done = _done_segments(zk)
+        done, back_at = _done_segments(zk), time.monotonic()
         wait_until(
             lambda: _done_segments(zk) - done, timeout=120, interval=1, what="a commit after"
         )
         RECOVERY_LOG.parent.mkdir(parents=True, exist_ok=True)
-        with RECOVERY_LOG.open("a") as out:  # a figure for the notes; nothing asserts on it
-            out.write(f"server SIGKILL under supervisord: back {back_at - killed_at:.1f} s, ")
-            out.write(f"next commit {time.monotonic() - back_at:.1f} s after it was back\n")
+        with RECOVERY_LOG.open("a") as out:  # figures for the notes; nothing asserts on them
+            out.write(f"server SIGKILL under supervisord: back {back_at - killed_at:.1f} s; ")
+            out.write(f"lead controller restarted (SIGTERM) and leading in {controller_s:.1f} s, ")
+            out.write(f"next commit {time.monotonic() - back_at:.1f} s after that\n")
+        # Each controller commits under its own VIP URL, never a default or another's.
+        urls = tuple(f"{url}/segments/" for _, url in demo.controllers.values())
+        done_urls = {
+            name: fields.get("segment.download.url", "")
+            for name, fields in _segments(zk).items()
+            if fields.get("segment.realtime.status") == "DONE"
+        }
+        wrong = {name: url for name, url in done_urls.items() if not url.startswith(urls)}
+        assert done_urls and wrong == {}, f"download URLs outside {urls}: {wrong}"
         ledger = demo.verify_ledger()
         assert ledger.returncode == 0, ledger.stdout + ledger.stderr
         assert ": ok:" in ledger.stdout and "PROBLEM" not in ledger.stdout, ledger.stdout
@@ -274,8 +378,12 @@ def test_a_killed_server_is_restarted_and_ctrl_c_leaves_nothing(demo):
         zk.stop()
         zk.close()
 
+    mark = demo.output_size()
     assert demo.interrupt() in (0, 130), demo.output()
     assert demo.leftovers() == []
     output = demo.output()
     assert "redis: stopped" in output and "zookeeper: stopped" in output
     assert not (demo.var / "supervisor.sock").exists()
+    stopping = demo.output(mark)
+    for name in demo.controllers:  # each handed over within stopwaitsecs: no SIGKILL
+        assert f"stopped: {name} (exit status 0)" in stopping, stopping

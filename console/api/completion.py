@@ -20,7 +20,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tables import builds
 from tables.cluster import context
-from tables.controller.completion import CallRefused, CompletionManager, SegmentFiles
+from tables.controller.completion import (
+    CallRefused,
+    CompletionManager,
+    SegmentFiles,
+    installed,
+)
 from tables.domain.completion import RESP_FAILED, Response, Status
 from tables.domain.completion_trust import Refusal
 
@@ -33,8 +38,9 @@ def _manager(instance_id: str, vip_url: str) -> CompletionManager:
 
 
 def manager() -> CompletionManager:
-    """This process's completion manager (its FSMs live here)."""
-    return _manager(settings.CONTROLLER_INSTANCE_ID, settings.CONTROLLER_VIP_URL)
+    """This process's completion manager (its FSMs live here): the controller's own, which
+    answers leadership from memory, or else one that asks ZooKeeper per call."""
+    return installed() or _manager(settings.CONTROLLER_INSTANCE_ID, settings.CONTROLLER_VIP_URL)
 
 
 def _required(request: HttpRequest) -> tuple[str, str, int] | None:

@@ -42,6 +42,7 @@ from tables.models import (
     ConsumptionSample,
     Health,
     LeadControllerPartition,
+    LeadershipChange,
     MirroredInstance,
     MirroredSegment,
     MirroredTable,
@@ -49,6 +50,7 @@ from tables.models import (
 )
 
 __all__ = [
+    "HISTORY_PER_PAGE",
     "MirrorStatus",
     "audit_log",
     "error_segments",
@@ -67,6 +69,7 @@ CHART_WINDOW = dt.timedelta(hours=1)
 TABLE_SORTS = read_model.TABLE_SORTS
 SEGMENT_STATES = read_model.SEGMENT_STATES
 INSTANCE_KINDS = read_model.INSTANCE_KINDS
+HISTORY_PER_PAGE = 50  # leadership changes per page of the leaders page
 
 
 def _yes_no(value: str) -> bool | None:
@@ -386,27 +389,158 @@ def error_segments(
 
 @dataclass(frozen=True)
 class LeaderRow:
+    """One leadControllerResource partition. `controller` is its live MASTER as mirrored;
+    `leaderless_for` is set while its tables have no lead controller."""
+
     partition: LeadControllerPartition
     live: bool | None
     tables: list[str]
     matches: bool
+    leaderless: bool = False
+    leaderless_for: str = ""
+
+    @property
+    def number(self) -> int:
+        return self.partition.partition_id
 
 
-def leaders(*, table: str = "") -> list[LeaderRow]:
-    """Every leadControllerResource partition with its controller and tables (two queries)."""
-    partitions = list(read_model.leaders())
-    names = {p.controller for p in partitions if p.controller}
-    live = dict(MirroredInstance.objects.filter(name__in=names).values_list("name", "live"))
-    needle = table.lower()
-    return [
-        LeaderRow(
-            partition=p,
-            live=live.get(p.controller) if p.controller else None,
-            tables=sorted(p.tables or []),
-            matches=bool(needle) and any(needle in t.lower() for t in p.tables or []),
+@dataclass(frozen=True)
+class ControllerRow:
+    """A controller participant (or a name the resource or the leader znode mentions)."""
+
+    name: str
+    live: bool | None  # None: no such instance in the mirror
+    enabled: bool | None
+    partitions: list[int]
+    cluster_leader: bool
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    change: LeadershipChange
+    leaderless_text: str
+
+
+@dataclass(frozen=True)
+class Leaders:
+    rows: list[LeaderRow]
+    controllers: list[ControllerRow]
+    cluster_leader: str
+    resource_enabled: bool | None  # None: never mirrored
+    history: Page[ChangeRow]
+
+    @property
+    def leaderless(self) -> list[LeaderRow]:
+        """The partitions whose tables have no lead controller, the longest first."""
+        rows = [r for r in self.rows if r.leaderless]
+        last = dt.datetime.max.replace(tzinfo=dt.UTC)  # an unknown start sorts last
+        return sorted(rows, key=lambda r: (r.partition.leaderless_since or last, r.number))
+
+    @property
+    def tables_affected(self) -> list[str]:
+        return sorted({t for r in self.leaderless for t in r.tables})
+
+    @property
+    def led_partitions(self) -> int:
+        return sum(1 for r in self.rows if r.partition.controller)
+
+    @property
+    def live_controllers(self) -> int:
+        return sum(1 for c in self.controllers if c.live)
+
+
+def _leader_rows(
+    partitions: list[LeadControllerPartition],
+    live: dict[str, bool],
+    fallback: bool,
+    needle: str,
+    now: dt.datetime,
+) -> list[LeaderRow]:
+    rows = []
+    for p in partitions:
+        leaderless = not p.controller and not fallback
+        since = p.leaderless_since
+        waited = display.duration((now - since).total_seconds()) if since else "unknown"
+        rows.append(
+            LeaderRow(
+                partition=p,
+                live=live.get(p.controller) if p.controller else None,
+                tables=sorted(p.tables or []),
+                matches=bool(needle) and any(needle in t.lower() for t in p.tables or []),
+                leaderless=leaderless,
+                leaderless_for=waited if leaderless else "",
+            )
         )
-        for p in partitions
+    return rows
+
+
+def _controller_rows(
+    instances: list[MirroredInstance], partitions: list[LeadControllerPartition], leader: str
+) -> list[ControllerRow]:
+    led: dict[str, list[int]] = {}
+    for p in partitions:
+        if p.controller:
+            led.setdefault(p.controller, []).append(p.partition_id)
+    known = {i.name: i for i in instances}
+    names = sorted({*known, *led, *([leader] if leader else [])})
+    return [
+        ControllerRow(
+            name=name,
+            live=known[name].live if name in known else None,
+            enabled=known[name].enabled if name in known else None,
+            partitions=sorted(led.get(name, [])),
+            cluster_leader=name == leader,
+        )
+        for name in names
     ]
+
+
+def leadership_history(
+    *, partition: int | None = None, controller: str = "", page: Any = 1, per_page: Any = None
+) -> Page[ChangeRow]:
+    """The cluster leader's LeadershipChange records, newest first, optionally of one partition
+    and/or one controller (as `from` or `to`); two queries (count, page)."""
+    changes = LeadershipChange.objects.all()
+    if partition is not None:
+        changes = changes.filter(partition_id=partition)
+    if controller:
+        changes = changes.filter(Q(from_controller=controller) | Q(to_controller=controller))
+    return paginate(changes, page, per_page or HISTORY_PER_PAGE).map(
+        lambda items: [ChangeRow(c, display.millis(c.leaderless_ms)) for c in items]
+    )
+
+
+def leaders(
+    *,
+    table: str = "",
+    partition: int | None = None,
+    controller: str = "",
+    page: Any = 1,
+    per_page: Any = None,
+    now: dt.datetime | None = None,
+) -> Leaders:
+    """The leaders page: every leadControllerResource partition with its controller and tables,
+    the controllers, the cluster leader and the leadership history (five queries). While
+    RESOURCE_ENABLED is false and a cluster leader exists, no partition is leaderless: the
+    cluster leader leads every table (Pinot's fallback)."""
+    now = now or timezone.now()
+    state = read_model.mirror_state()
+    partitions = list(read_model.leaders())
+    names = {p.controller for p in partitions if p.controller} | {state.cluster_leader}
+    instances = list(
+        MirroredInstance.objects.filter(Q(kind="CONTROLLER") | Q(name__in=names - {""}))
+    )
+    live = {i.name: i.live for i in instances}
+    fallback = state.lead_resource_enabled is False and bool(state.cluster_leader)
+    return Leaders(
+        rows=_leader_rows(partitions, live, fallback, table.lower(), now),
+        controllers=_controller_rows(instances, partitions, state.cluster_leader),
+        cluster_leader=state.cluster_leader,
+        resource_enabled=state.lead_resource_enabled,
+        history=leadership_history(
+            partition=partition, controller=controller, page=page, per_page=per_page
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -228,9 +228,22 @@ def errors(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def leaders(request: HttpRequest) -> HttpResponse:
-    filters = _filters(request, "table")
-    rows = queries.leaders(table=filters["table"])
-    return _render(request, "leaders.html", {"rows": rows, **filters})
+    """Lead controllers: the partitions, the controllers, the leaderless partitions and the
+    leadership history (`?partition=N&controller=C&page=P`; a partition that is not a small
+    number does not filter)."""
+    filters = _filters(request, "table", "partition", "controller")
+    number = filters["partition"]
+    partition = int(number) if number.isascii() and number.isdigit() and len(number) < 7 else None
+    filters["partition"] = "" if partition is None else str(partition)
+    data = queries.leaders(
+        table=filters["table"],
+        partition=partition,
+        controller=filters["controller"],
+        page=request.GET.get("page"),
+        per_page=request.GET.get("per_page"),
+    )
+    context = {"data": data, "rows": data.rows, **filters, "query": _query(filters)}
+    return _render(request, "leaders.html", context)
 
 
 @require_GET

@@ -6,9 +6,13 @@ Contract:
   pool of web workers). Each FSM is used under its own lock and dropped once COMMITTED or ABORTED.
   Losing the FSMs (a controller restart) is safe: a new FSM is built from the segment's ZooKeeper
   metadata, and servers simply re-report.
-- Only the table's lead controller (`leadership.lead_controller_for`) runs FSM calls; any other
-  answers NOT_LEADER. A call missing a required parameter, or with an offset that is not an
-  integer, answers FAILED.
+- Only the table's lead controller runs FSM calls; any other answers NOT_LEADER. In a controller
+  process (`run_controller`) leadership is answered from memory by its `LeadFollower` (`leads`);
+  a manager made without one (an API process that is not a controller, tests) asks ZooKeeper
+  per call (`leadership.lead_controller_for`). A controller that stops answers NOT_LEADER to new
+  calls while `wait_idle` lets the calls in flight finish; `forget` drops the FSMs of tables whose
+  lead partitions moved (a regained table starts again from its ZooKeeper metadata).
+- A call missing a required parameter, or with an offset that is not an integer, answers FAILED.
 - The FSM's side effects are the LLC segment manager's commit steps. Commit end resolves the
   segment file (Pinot's commitSegmentFile): a `peer://` location commits with download URL "",
   an object elsewhere in the deep store is moved to the segment's final key, and the download URL
@@ -44,6 +48,7 @@ from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.leadership import lead_controller_for
 from tables.domain.completion import Response, SegmentCompletionFSM, Status
+from tables.domain.leadership import lead_partition
 from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, parse_offset_ranges
 from tables.domain.names import LLCSegmentName, table_name_with_type
 from tables.domain.segment_metadata import SegmentStatus
@@ -55,7 +60,7 @@ from .completion_trust import CallerCheck, CallRefused
 from .llc import CommittingSegment, LLCSegmentManager
 from .resources import ResourceManager
 
-__all__ = ["CallRefused", "CompletionManager", "SegmentFiles"]
+__all__ = ["CallRefused", "CompletionManager", "SegmentFiles", "install", "installed"]
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +133,12 @@ class CompletionManager:
         vip_url: str,
         deep_store: Callable[[], DeepStore],
         caller_check: CallerCheck | None = None,
+        leads: Callable[[str], bool] | None = None,
     ) -> None:
         self.ctx = ctx
+        self._leads = leads
+        self._in_flight = 0
+        self._idle = threading.Condition()
         self.caller_check = caller_check if caller_check is not None else CallerCheck()
         self.instance_id = instance_id
         self.vip_url = vip_url.rstrip("/")
@@ -248,19 +257,49 @@ class CompletionManager:
             return Response(Status.FAILED)
         table = table_name_with_type(name.table_name, "REALTIME")
         ctx = self.ctx()
-        if lead_controller_for(ctx, table) != self.instance_id:
-            return Response(Status.NOT_LEADER)
-        self.caller_check.check(ctx, table, name.partition_group_id, segment, instance, offset)
+        with self._idle:
+            self._in_flight += 1
         try:
-            lock, fsm, actions = self._fsm_for(ctx, table, segment, first_is_stopped)
-        except NotFound:
-            return Response(Status.FAILED)
-        with lock:
-            response = call(fsm, actions, ctx.now_ms())
-            if fsm.is_done:
-                with self._lock:
-                    self._fsms.pop(segment, None)
-        return response
+            if not self.leads(ctx, table):
+                return Response(Status.NOT_LEADER)
+            self.caller_check.check(ctx, table, name.partition_group_id, segment, instance, offset)
+            try:
+                lock, fsm, actions = self._fsm_for(ctx, table, segment, first_is_stopped)
+            except NotFound:
+                return Response(Status.FAILED)
+            with lock:
+                response = call(fsm, actions, ctx.now_ms())
+                if fsm.is_done:
+                    with self._lock:
+                        self._fsms.pop(segment, None)
+            return response
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def leads(self, ctx: ClusterContext, table: str) -> bool:
+        if self._leads is not None:
+            return self._leads(table)
+        return lead_controller_for(ctx, table) == self.instance_id
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no protocol call is in flight (True) or `timeout_s` passed (False)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+
+    def forget(self, partitions: frozenset[int], num_partitions: int) -> int:
+        """Drop the FSMs of the tables in these lead partitions; returns how many were dropped."""
+        with self._lock:
+            gone = [
+                segment
+                for segment in self._fsms
+                if (name := LLCSegmentName.parse(segment)) is not None
+                and lead_partition(name.table_name, num_partitions) in partitions
+            ]
+            for segment in gone:
+                del self._fsms[segment]
+        return len(gone)
 
     def _fsm_for(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
         with self._lock:
@@ -308,3 +347,17 @@ class CompletionManager:
         if stale:
             log.info("%s: removed %d upload(s) of other attempts: %s", segment, len(stale), stale)
         return f"{self.vip_url}/segments/{quote(raw)}/{quote(segment)}"
+
+
+_installed: CompletionManager | None = None
+
+
+def install(manager: CompletionManager) -> None:
+    """Make `manager` this process's completion manager (`run_controller` does, before serving)."""
+    global _installed
+    _installed = manager
+
+
+def installed() -> CompletionManager | None:
+    """The manager `install`ed in this process, if any."""
+    return _installed

@@ -1,22 +1,20 @@
-"""The controller's view-keeping: leadControllerResource's EXTERNALVIEW and, for the tables it
-leads, each table's EXTERNALVIEW from its servers' CURRENTSTATES (the part of Helix's controller
-this project runs itself). Every write is compare-and-set, and skipped when nothing changed, so
-several controllers computing the same views converge without churning ZooKeeper.
+"""The controller's view-keeping: for the tables it leads, each table's EXTERNALVIEW from its
+servers' CURRENTSTATES (the part of Helix's controller this project runs itself; the
+leadControllerResource's own view is the cluster leader's, `tables.controller.cluster_leader`).
+Every write is compare-and-set, and skipped when nothing changed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tables.cluster.context import ClusterContext
-from tables.cluster.leadership import lead_controller_for
-from tables.domain.externalview import lead_controller_view, table_view
-from tables.domain.leadership import DEFAULT_NUM_PARTITIONS, LEAD_CONTROLLER_RESOURCE
+from tables.domain.externalview import table_view
 from tables.domain.znrecord import ZNRecord
 from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
-__all__ = ["live_instances", "refresh_lead_controller_view", "refresh_table_views"]
-
-CONTROLLER_TAG = "controller"
+__all__ = ["live_instances", "refresh_table_views"]
 
 
 def _children(ctx: ClusterContext, path: str) -> list[str]:
@@ -50,27 +48,13 @@ def _write_if_changed(ctx: ClusterContext, path: str, record: ZNRecord) -> bool:
     return True
 
 
-def refresh_lead_controller_view(ctx: ClusterContext) -> bool:
-    ideal = read_record(ctx.client, ctx.paths.idealstate(LEAD_CONTROLLER_RESOURCE))
-    partitions = DEFAULT_NUM_PARTITIONS
-    if ideal is not None:
-        partitions = int(ideal.record.simple_fields.get("NUM_PARTITIONS", partitions))
-    controllers = []
-    for instance in live_instances(ctx):
-        config = read_record(ctx.client, ctx.paths.participant_config(instance))
-        if config is not None and CONTROLLER_TAG in config.record.list_fields.get("TAG_LIST", []):
-            controllers.append(instance)
-    view = lead_controller_view(partitions, controllers)
-    return _write_if_changed(ctx, ctx.paths.externalview(LEAD_CONTROLLER_RESOURCE), view)
-
-
-def refresh_table_views(ctx: ClusterContext, instance_id: str) -> list[str]:
-    """Recompute the EXTERNALVIEW of every REALTIME table this controller leads; returns the
-    tables whose view changed."""
+def refresh_table_views(ctx: ClusterContext, leads: Callable[[str], bool]) -> list[str]:
+    """Recompute the EXTERNALVIEW of every REALTIME table this controller leads (`leads`, from
+    memory); returns the tables whose view changed."""
     live = live_instances(ctx)
     changed = []
     for table in _children(ctx, ctx.paths.idealstates):
-        if not table.endswith("_REALTIME") or lead_controller_for(ctx, table) != instance_id:
+        if not table.endswith("_REALTIME") or not leads(table):
             continue
         states = {}
         for instance, session in live.items():

@@ -19,6 +19,8 @@
   once every segment of batch i is DONE in ZooKeeper (or deleted); when batch i is not DONE
   `check_timeout_s` after it was sent, the remaining batches are not sent (logged), as Pinot
   does. The schedule lives in the broker, so it outlives the web process that took the request.
+  The task sends each later batch on behalf of the table's lead controller (message source) and,
+  while the table has none, does not send: it waits, within that same timeout.
 - Job record: mapField `<jobId>` of `PROPERTYSTORE/CONTROLLER_JOBS/FORCE_COMMIT` (record id
   FORCE_COMMIT) with `jobId`, `tableName` (with type), `jobType` = FORCE_COMMIT, `submissionTimeMs`
   and `segmentsForceCommitted` (a compact JSON array string of every target, all batches), written
@@ -323,11 +325,13 @@ class ForceCommitManager:
         source: str = "controller",
         schedule: Callable[[BatchRun], None] = _schedule_with_celery,
         clock: Callable[[], float] = time.time,
+        lead_controller: Callable[[str], str | None] | None = None,
     ) -> None:
         self.ctx, self.zk, self.paths = ctx, ctx.client, ctx.paths
         self.source = source or "controller"
         self.resources = ResourceManager(ctx)
         self._schedule, self._clock = schedule, clock
+        self._lead_controller = lead_controller
 
     # --- forceCommit ------------------------------------------------------------------------
     def force_commit(
@@ -412,8 +416,9 @@ class ForceCommitManager:
                 f"is {mode}"
             )
 
-    def send(self, table: str, segments: list[str]) -> int:
-        """One round of FORCE_COMMIT messages for `segments`; returns how many were sent."""
+    def send(self, table: str, segments: list[str], source: str | None = None) -> int:
+        """One round of FORCE_COMMIT messages for `segments` from `source` (default: this
+        manager's); returns how many were sent."""
         if not segments:
             return 0
         assignments = [self._map_fields(self.paths.idealstate(table))]
@@ -424,7 +429,7 @@ class ForceCommitManager:
             message = messages.force_commit_message(
                 table,
                 segments,
-                source=self.source,
+                source=source or self.source,
                 cluster=self.paths.cluster,
                 target=instance,
                 target_session=session,
@@ -460,24 +465,20 @@ class ForceCommitManager:
     # --- batches ------------------------------------------------------------------------------
     def advance(self, run: BatchRun) -> BatchRun | None:
         """One step of a batched force commit: the run to schedule next, or None when it is over
-        (every batch sent, or given up: the previous batch was not DONE by the deadline, or a
-        send failed; logged, as Pinot's batch thread does)."""
+        (every batch sent, or given up: the previous batch was not DONE, or the table had no lead
+        controller, by the deadline, or a send failed; logged, as Pinot's batch thread does).
+        With `lead_controller`, a batch is sent on behalf of the table's lead controller and waits
+        while the table has none."""
         previous = list(run.rounds[run.index - 1])
         if self.segments_yet_to_be_committed(run.table, previous):
-            if self._clock() < run.deadline:
-                return run
-            remaining = sum(len(r) for r in run.rounds[run.index :])
-            log.error(
-                "force commit of %s: batch %s not committed within %d s; the remaining %d "
-                "segment(s) are not force committed",
-                run.table,
-                previous,
-                run.batch.check_timeout_s,
-                remaining,
-            )
-            return None
+            return self._wait(run, f"batch {previous} not committed")
+        source = self.source
+        if self._lead_controller is not None:
+            source = self._lead_controller(run.table)
+            if source is None:
+                return self._wait(run, "no lead controller")
         try:
-            self.send(run.table, list(run.rounds[run.index]))
+            self.send(run.table, list(run.rounds[run.index]), source)
         except Exception:
             log.exception("force commit of %s: sending a batch failed; giving up", run.table)
             return None
@@ -485,6 +486,21 @@ class ForceCommitManager:
             return None
         deadline = self._clock() + run.batch.check_timeout_s
         return BatchRun(run.table, run.rounds, run.index + 1, deadline, run.batch)
+
+    def _wait(self, run: BatchRun, why: str) -> BatchRun | None:
+        """`run` again (check later) before its deadline; past it, None (logged)."""
+        if self._clock() < run.deadline:
+            return run
+        remaining = sum(len(r) for r in run.rounds[run.index :])
+        log.error(
+            "force commit of %s: %s within %d s; the remaining %d segment(s) are not force "
+            "committed",
+            run.table,
+            why,
+            run.batch.check_timeout_s,
+            remaining,
+        )
+        return None
 
     def segments_yet_to_be_committed(self, table: str, segments: Iterable[str]) -> list[str]:
         """Those of `segments` whose metadata exists and is not DONE, in the order given."""

@@ -173,6 +173,12 @@ class LLCSegmentManager:
         if next_meta is not None and not added:
             self._drop_next(table, next_meta)
             next_meta = None
+        log.info(
+            "committed %s at offset %s (next: %s)",
+            committing.segment_name,
+            committing.end_offset,
+            next_meta.segment_name if next_meta is not None else "none",
+        )
         return None if next_meta is None else next_meta.segment_name
 
     def _step1_mark_done(self, path: str, committing: CommittingSegment) -> SegmentZKMetadata:

@@ -22,10 +22,18 @@ Contract:
   Changed and new tables are read as `tables.mirror.tables` describes (segment metadata only for
   new/changed/not-DONE segments).
 - Every sync also refreshes instances (CONFIGS/PARTICIPANT + LIVEINSTANCES), the
-  leadControllerResource partitions (MASTER from its ExternalView, tables by the murmur2 hash),
-  PartitionStatus from the servers' live state in Redis and the triage
-  (`tables.mirror.partitions`), and sets `last_synced = now` on every mirrored row it confirmed,
-  with one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+  leadControllerResource partitions, PartitionStatus from the servers' live state in Redis and
+  the triage (`tables.mirror.partitions`), and sets `last_synced = now` on every mirrored row it
+  confirmed, with one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+- leadControllerResource (read with `/CONTROLLER/LEADER` and its resource config): a partition's
+  `controller` is its ExternalView MASTER only while that MASTER is live (the same sync's
+  instances; a stale view counts as no MASTER). With no live MASTER a partition is leaderless,
+  unless RESOURCE_ENABLED is "false" and a cluster leader exists (it then leads every table, as
+  in Pinot). `leaderless_since` is the `at` of its latest `LeadershipChange` if that change took
+  its MASTER away (blank `to_controller`), else the time already mirrored (unless a later change
+  gave it a MASTER), else now; cleared while led. One query reads the changes, only while some
+  partition is leaderless. `MirrorState.cluster_leader` (`Controller_<id of the leader znode>`,
+  blank: none) and `lead_resource_enabled` are recorded with the sync's state.
 - Every sync also reads each REALTIME table's stream partition count (`tables.mirror.streams`,
   cached per topic for a few seconds) and mirrors the cluster config's
   max.segment.completion.time.millis in `MirrorState.max_completion_ms`.
@@ -57,10 +65,11 @@ from tables.domain.healing import (
     MAX_SEGMENT_COMPLETION_TIME_KEY,
     max_completion_time_ms,
 )
-from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
-from tables.domain.names import raw_table_name, table_type_of
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition
+from tables.domain.names import table_type_of
 from tables.domain.znrecord import ZNRecord
 from tables.mirror.diagnose import due_repairs
+from tables.mirror.leaders import LeadReads, sync_lead_controller
 from tables.mirror.partitions import live_index, sync_partitions
 from tables.mirror.read_model import COMPLETED_STATUSES, MIRROR_NAME
 from tables.mirror.streams import apply_stream_partitions, read_stream_partitions
@@ -118,6 +127,9 @@ class SyncReport:
     zk_round_trips: int = 0
     duration_ms: int = 0
     max_completion_ms: int | None = None  # the cluster's guard length, when read
+    cluster_leader: str | None = None  # participant id of /CONTROLLER/LEADER ("": none), when read
+    lead_resource_enabled: bool | None = None  # leadControllerResource's RESOURCE_ENABLED
+    lead_leaderless: int = 0  # leadControllerResource partitions without a live MASTER
     healing_requested: list[str] = field(default_factory=list)  # tables a run was requested for
     warnings: list[str] = field(default_factory=list)
     error: str = ""
@@ -125,6 +137,15 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         return not self.error
+
+    def _lead_lines(self) -> list[str]:
+        if self.cluster_leader is None:
+            return []
+        mode = "enabled" if self.lead_resource_enabled else "disabled"
+        return [
+            f"lead controllers: cluster leader {self.cluster_leader or 'none'}, resource {mode}, "
+            f"{self.lead_leaderless} partitions without a live MASTER"
+        ]
 
     def lines(self) -> list[str]:
         out = [
@@ -138,6 +159,7 @@ class SyncReport:
             f"instances: {self.instances}",
             f"zookeeper: {self.zk_requests} requests in {self.zk_round_trips} round trips "
             f"({self.table_probes} table probes)",
+            *self._lead_lines(),
             f"duration: {self.duration_ms} ms",
         ]
         if self.healing_requested:
@@ -211,6 +233,9 @@ def _record_state(report: SyncReport, now: datetime) -> None:
         state.segments_read = report.segments_read
         if report.max_completion_ms is not None:
             state.max_completion_ms = report.max_completion_ms
+        if report.cluster_leader is not None:
+            state.cluster_leader = report.cluster_leader
+            state.lead_resource_enabled = report.lead_resource_enabled
         state.error = "\n".join(problems)[:10_000]
         state.save()
     except Exception:  # the database itself is failing: nothing more to record it in
@@ -281,8 +306,12 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
     batch = Batch(ctx.client, counters)
     configs = {n: batch.get(paths.participant_config(n)) for n in participants.result() or []}
     live_nodes = {n: batch.get(paths.liveinstance(n)) for n in lives.result() or []}
-    lead_ideal = batch.get(paths.idealstate(LEAD_CONTROLLER_RESOURCE))
-    lead_view = batch.get(paths.externalview(LEAD_CONTROLLER_RESOURCE))
+    lead = LeadReads(
+        ideal=batch.get(paths.idealstate(LEAD_CONTROLLER_RESOURCE)),
+        view=batch.get(paths.externalview(LEAD_CONTROLLER_RESOURCE)),
+        leader=batch.get(paths.controller_leader),
+        config=batch.get(paths.resource_config(LEAD_CONTROLLER_RESOURCE)),
+    )
     cluster_config = batch.get(paths.cluster_config)
     batch.wait()
 
@@ -293,7 +322,7 @@ def _sync(ctx: ClusterContext, now_ms: int, report: SyncReport, counters: ReadCo
 
     with transaction.atomic():
         instances = _sync_instances(configs, live_nodes, now, report)
-        lead_n = _sync_lead_controller(lead_ideal, lead_view, names, now, report)
+        lead_n = sync_lead_controller(lead, names, instances, now, report)
 
     result = sync_changed_tables(ctx.client, paths, changed, existing, counters, now, lead_n)
     report.tables_failed = result.failed
@@ -461,47 +490,6 @@ def _sync_instances(
     MirroredInstance.objects.filter(pk__in=gone).delete()
     report.instances = len(found)
     return found
-
-
-def _sync_lead_controller(
-    ideal: Pending[Znode | None],
-    view: Pending[Znode | None],
-    tables: list[str],
-    now: datetime,
-    report: SyncReport,
-) -> int | None:
-    """Mirror leadControllerResource; returns its number of partitions (None when absent)."""
-    ideal_record = _record(ideal.result(), LEAD_CONTROLLER_RESOURCE, report)
-    view_record = _record(view.result(), f"{LEAD_CONTROLLER_RESOURCE} external view", report)
-    count = None
-    if ideal_record is not None:
-        count = _int(ideal_record.simple_fields.get("NUM_PARTITIONS")) or len(
-            set(ideal_record.map_fields) | set(ideal_record.list_fields)
-        )
-    if not count:
-        LeadControllerPartition.objects.all().delete()
-        return None
-    led: dict[int, list[str]] = {i: [] for i in range(count)}
-    for table in tables:
-        led[lead_partition(raw_table_name(table), count)].append(table)
-    masters = view_record.map_fields if view_record else {}
-    rows = {row.partition_id: row for row in LeadControllerPartition.objects.all()}
-    creates, updates = [], []
-    for i in range(count):
-        name = partition_name(i)
-        master = next((c for c, s in masters.get(name, {}).items() if s == "MASTER"), "")
-        values = {"name": name, "controller": master, "tables": led[i]}
-        row = rows.get(i)
-        if row is None:
-            creates.append(LeadControllerPartition(partition_id=i, last_synced=now, **values))
-        elif any(getattr(row, k) != v for k, v in values.items()):
-            for key, value in values.items():
-                setattr(row, key, value)
-            updates.append(row)
-    LeadControllerPartition.objects.bulk_create(creates)
-    LeadControllerPartition.objects.bulk_update(updates, ["name", "controller", "tables"])
-    LeadControllerPartition.objects.filter(partition_id__gte=count).delete()
-    return count
 
 
 def _live_state(

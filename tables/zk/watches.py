@@ -8,6 +8,14 @@ Contract:
 - Callbacks run on kazoo's callback thread: they must return quickly; returning False stops the
   watch. Watches re-arm by themselves after a reconnect on the same client (`tables.zk.client`).
 - The returned handle is opaque; keep it referenced for as long as the watch should live.
+- `read_watched(client, path, fn)` / `children_watched(client, path, fn)` read once and leave a
+  one-shot watch that calls `fn()` (no arguments) at the next change of the znode (its creation
+  when it is missing) or of its children; a reader that re-reads on every wake-up re-arms them.
+  The same `fn` registered twice on one path fires once.
+- `listen_session(client, fn)` calls `fn(state)` with "CONNECTED", "SUSPENDED" or "LOST" on every
+  change of the session's state, on kazoo's event thread: `fn` must only set memory, never call
+  ZooKeeper or block. LOST means the session expired: every ephemeral znode and every watch of it
+  is gone, and the client is getting a new session.
 """
 
 from __future__ import annotations
@@ -15,11 +23,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from tables.zk.errors import translating
+from tables.zk.interface import Stat
 from tables.zk.zookeeper import raw
 
-__all__ = ["Watch", "watch_children", "watch_data"]
+__all__ = [
+    "Watch",
+    "children_watched",
+    "listen_session",
+    "read_watched",
+    "watch_children",
+    "watch_data",
+]
 
 Watch = Any  # the recipe object; opaque to callers
 
@@ -32,3 +50,44 @@ def watch_children(client: Any, path: str, fn: Callable[[list[str]], bool | None
 def watch_data(client: Any, path: str, fn: Callable[[Any, Any], bool | None]) -> Watch:
     """Call `fn(data, stat)` now and after every change of `path`'s data."""
     return DataWatch(raw(client), path, fn)
+
+
+def _trigger(fn: Callable[[], None]) -> Callable[[Any], None]:
+    """One callable per `fn` (kazoo keeps a set of watchers per path: it fires once)."""
+    cached = _TRIGGERS.get(id(fn))
+    if cached is None or cached[0] is not fn:
+        cached = (fn, lambda _event: fn())
+        _TRIGGERS[id(fn)] = cached
+    return cached[1]
+
+
+_TRIGGERS: dict[int, tuple[Callable[[], None], Callable[[Any], None]]] = {}
+
+
+def read_watched(client: Any, path: str, fn: Callable[[], None]) -> tuple[bytes, Stat] | None:
+    """`path`'s data and stat (None when missing), with a one-shot watch calling `fn()`."""
+    kazoo, watcher = raw(client), _trigger(fn)
+    with translating():
+        if kazoo.exists(path, watch=watcher) is None:
+            return None
+        try:
+            return kazoo.get(path, watch=watcher)
+        except NoNodeError:  # deleted between the two calls: the exists watch fires
+            return None
+
+
+def children_watched(client: Any, path: str, fn: Callable[[], None]) -> list[str]:
+    """`path`'s children ([] when missing), with a one-shot watch calling `fn()`."""
+    kazoo, watcher = raw(client), _trigger(fn)
+    with translating():
+        if kazoo.exists(path, watch=watcher) is None:
+            return []
+        try:
+            return kazoo.get_children(path, watch=watcher)
+        except NoNodeError:
+            return []
+
+
+def listen_session(client: Any, fn: Callable[[str], None]) -> None:
+    """Call `fn("CONNECTED" | "SUSPENDED" | "LOST")` on each session state change."""
+    raw(client).add_listener(lambda state: fn(str(state)))

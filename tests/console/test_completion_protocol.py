@@ -32,6 +32,7 @@ from tables.segments.segment_format import format_properties, pack_creation_meta
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.records import create_record, read_record, update_record
 from tests.cluster_fixtures import PATHS, SERVERS, load
+from tests.tables.leaders import lead_every_partition
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 TABLE = "githubEvents_REALTIME"
@@ -71,7 +72,7 @@ def table(servers, topic, zk, settings):
     rest = switch_stream_type(load("githubEvents_realtime_table_config.json"), "redis", topic)
     rest["segmentsConfig"]["replication"] = "2"
     manager.add_table(rest)
-    _lead(zk, ME)
+    lead_every_partition(zk, ME)  # ME live (its LIVEINSTANCE) and MASTER of every partition
     _produce(settings, topic, ROWS)
     return zk
 

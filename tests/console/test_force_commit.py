@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from celery.signals import before_task_publish
 from rest_framework.test import APIClient
 
 from tables.cluster import context
 from tables.cluster.errors import BadRequest
+from tables.cluster.leadership import lead_controller_for
 from tables.controller.force_commit import (
+    BATCHES_TASK,
     MAX_JOBS,
     BatchConfig,
     BatchRun,
@@ -31,11 +34,13 @@ from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
 from tables.domain.znrecord import ZNRecord
 from tables.models import AuditEntry
+from tables.tasks import force_commit_batches
 from tables.zk import messages
 from tables.zk.records import read_record, update_record
 from tests.accounts import grant
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.ingest_cluster import table_config
+from tests.tables.leaders import lead_every_partition
 
 TABLE = "githubEvents_REALTIME"
 JOBS = PATHS.controller_jobs("FORCE_COMMIT")
@@ -411,3 +416,85 @@ def test_a_failed_job_write_is_reported_as_pinot_does(table, zk):
     assert result.job_id is None
     assert result.response() == {"forceCommitStatus": "SUCCESS", "jobMetaZKWriteStatus": "FAILED"}
     assert all(sent(zk).values())  # the messages went out all the same
+
+
+def _sources(zk, segments: set[str]) -> set[str]:
+    """The SRC_NAME of the waiting messages that name any of `segments`."""
+    return {
+        m.simple_fields[messages.SRC_NAME]
+        for waiting in sent(zk).values()
+        for m in waiting
+        if set(m.simple_fields["segmentNames"].split(",")) & segments
+    }
+
+
+@pytest.mark.zk
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_a_batch_waits_for_the_tables_lead_controller_and_is_sent_on_its_behalf(table, zk):
+    scheduled: list[BatchRun] = []
+    clock = [1000.0]
+    ctx = context.current()
+    manager = ForceCommitManager(
+        ctx,
+        source="web",
+        schedule=scheduled.append,
+        clock=lambda: clock[0],
+        lead_controller=lambda name: lead_controller_for(ctx, name),
+    )
+    manager.force_commit("githubEvents", batch=BatchConfig(2, 3, 7))
+    (run,) = scheduled
+    first = sent_names(zk)
+    for segment in first:
+        mark_done(zk, segment)
+
+    # Batch 1 is DONE but nobody leads the table: wait, and past the deadline give up unsent.
+    clock[0] = 1006.0
+    assert manager.advance(run) == run
+    clock[0] = 1007.0
+    assert manager.advance(run) is None
+    assert sent_names(zk) == first
+
+    # With a live MASTER of its partition, batch 2 goes out on that controller's behalf.
+    clock[0] = 1006.0
+    controller = lead_every_partition(zk)
+    assert manager.advance(run) is None
+    second = set(table.values()) - first
+    assert sent_names(zk) == set(table.values())
+    assert _sources(zk, first) == {"web"} and _sources(zk, second) == {controller}
+
+
+@pytest.mark.zk
+@pytest.mark.redis
+@pytest.mark.django_db
+def test_the_batch_task_reschedules_while_the_table_has_no_lead_controller(table, zk, redis_client):
+    scheduled: list[BatchRun] = []
+    ForceCommitManager(context.current(), schedule=scheduled.append).force_commit(
+        "githubEvents", batch=BatchConfig(2, 3, 60)
+    )
+    (run,) = scheduled
+    first = sent_names(zk)
+    for segment in first:
+        mark_done(zk, segment)
+    published: list[dict] = []
+
+    def record(sender=None, body=None, **_):
+        if sender == BATCHES_TASK:
+            published.append(dict(body[1]))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        force_commit_batches(**run.as_kwargs())  # the task's body, in this process
+        assert published == [run.as_kwargs()]  # the same step again, later
+        assert sent_names(zk) == first
+
+        controller = lead_every_partition(zk)
+        force_commit_batches(**run.as_kwargs())
+        assert len(published) == 1  # the last batch: nothing more to schedule
+        assert _sources(zk, set(table.values()) - first) == {controller}
+    finally:
+        before_task_publish.disconnect(record)
+        for raw in redis_client.lrange("celery", 0, -1):
+            headers = json.loads(raw).get("headers", {})
+            if headers.get("task") == BATCHES_TASK and TABLE in headers.get("kwargsrepr", ""):
+                redis_client.lrem("celery", 1, raw)

@@ -32,6 +32,7 @@ from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.console import mirror_factory as mf
 from tests.ingest_cluster import table_config
 from tests.poll import wait_until
+from tests.tables.leaders import lead_every_partition
 
 PASSWORD = "a-long-test-password"
 TABLE = "events_REALTIME"
@@ -363,6 +364,7 @@ def test_run_healer_now_resets_an_error_segment_through_a_worker(
         register_participant(
             worker_zk, PATHS, server, "127.0.0.1", 7001 + index, ["DefaultTenant_REALTIME"]
         )
+    lead_every_partition(worker_zk)  # the worker heals on behalf of the table's lead controller
     manager = ResourceManager(context.current())
     manager.add_schema(load("githubEvents_schema.json"))
     manager.add_table(table_config(topic))

@@ -21,6 +21,7 @@ from tests.cluster_fixtures import load
 from tests.console import mirror_factory as mf
 from tests.ingest_cluster import table_config
 from tests.poll import wait_until
+from tests.tables.leaders import CONTROLLER, lead_every_partition
 
 pytestmark = [
     pytest.mark.zk,
@@ -47,7 +48,10 @@ def operator(django_user_model) -> APIClient:
     return client
 
 
-def test_run_healer_now_is_run_by_a_worker_and_recorded(celery_workers, servers, topic, operator):
+def test_run_healer_now_is_run_by_a_worker_and_recorded(
+    celery_workers, zk, servers, topic, operator
+):
+    lead_every_partition(zk)  # the worker heals on behalf of the table's lead controller
     manager = ResourceManager(context.current())
     manager.add_schema(load("githubEvents_schema.json"))
     manager.add_table(table_config(topic))
@@ -62,7 +66,13 @@ def test_run_healer_now_is_run_by_a_worker_and_recorded(celery_workers, servers,
 
     summary = AsyncResult(run_id).get(timeout=TIMEOUT)
     assert summary["runId"] == run_id
-    assert summary["tables"] == [{"table": "githubEvents_REALTIME", "actions": 0, "error": None}]
+    (result,) = summary["tables"]
+    assert result == {
+        "table": "githubEvents_REALTIME",
+        "actions": 0,
+        "error": None,
+        "leadController": CONTROLLER,
+    }
     found = wait_until(
         lambda: operator.get(f"/api/v1/healing/runs/{run_id}").status_code == 200,
         timeout=TIMEOUT,

@@ -95,12 +95,16 @@ def make_instance(name: str, kind: str, live: bool) -> None:
     MirroredInstance.objects.create(name=name, kind=kind, live=live, last_synced=timezone.now())
 
 
-def make_lead_partitions(masters: list[str]) -> None:
+def make_lead_partitions(masters: list[str], leaderless_s: float | None = None) -> None:
+    """One partition per entry with that live MASTER; a blank one without a MASTER since
+    `leaderless_s` seconds (None: not known)."""
+    since = None if leaderless_s is None else timezone.now() - timedelta(seconds=leaderless_s)
     LeadControllerPartition.objects.bulk_create(
         LeadControllerPartition(
             partition_id=i,
             name=f"leadControllerResource_{i}",
             controller=master,
+            leaderless_since=None if master else since,
             last_synced=timezone.now(),
         )
         for i, master in enumerate(masters)
@@ -139,13 +143,18 @@ def cluster_mirror() -> None:
     make_instance("Server_127.0.0.1_8099", "SERVER", live=False)
     make_instance("Controller_127.0.0.1_9000", "CONTROLLER", live=True)
     make_instance("Controller_127.0.0.1_9001", "CONTROLLER", live=True)
-    make_lead_partitions(["Controller_127.0.0.1_9000"] * 3 + ["Controller_127.0.0.1_9001", ""])
+    make_instance("Controller_127.0.0.1_9002", "CONTROLLER", live=False)
+    make_lead_partitions(
+        ["Controller_127.0.0.1_9000"] * 3 + ["Controller_127.0.0.1_9001", ""], leaderless_s=600
+    )
     MirrorState.objects.create(
         name="zk",
         last_synced=timezone.now() - timedelta(seconds=30),
         last_attempt=timezone.now(),
         duration_ms=250,
         error="",
+        cluster_leader="Controller_127.0.0.1_9001",
+        lead_resource_enabled=True,
     )
 
 
@@ -215,14 +224,26 @@ def test_the_families_labels_and_values_are_pinots(client, cluster_mirror) -> No
         labels(controller="Controller_127.0.0.1_9000"): 3,
         labels(controller="Controller_127.0.0.1_9001"): 1,
     }
+    # The cluster leader and RESOURCE_ENABLED per live controller (9002 is not live).
+    assert got["pinot_controller_pinotControllerLeader_Value"] == {
+        labels(controller="Controller_127.0.0.1_9000"): 0,
+        labels(controller="Controller_127.0.0.1_9001"): 1,
+    }
+    assert got["pinot_controller_pinotLeadControllerResourceEnabled_Value"] == {
+        labels(controller="Controller_127.0.0.1_9000"): 1,
+        labels(controller="Controller_127.0.0.1_9001"): 1,
+    }
     assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 1}
+    leaderless = got["pinot_console_lead_controller_leaderless_seconds"]
+    assert list(leaderless) == [labels(partition="4")]
+    assert 600 <= leaderless[labels(partition="4")] < 660
     assert got["pinot_console_live_instances"] == {
         labels(kind="SERVER"): 1,
         labels(kind="CONTROLLER"): 2,
     }
     assert got["pinot_console_instances"] == {
         labels(kind="SERVER"): 2,
-        labels(kind="CONTROLLER"): 2,
+        labels(kind="CONTROLLER"): 3,
     }
     assert got["pinot_console_tables"] == {
         labels(tableType="REALTIME"): 2,
@@ -254,6 +275,10 @@ def test_an_empty_mirror_still_scrapes_and_says_it_never_synced(client) -> None:
         labels(kind="CONTROLLER"): 0,
     }
     assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 0}
+    assert got["pinot_controller_LeaderPartitionCount_Value"] == {}
+    assert got["pinot_controller_pinotControllerLeader_Value"] == {}
+    assert got["pinot_controller_pinotLeadControllerResourceEnabled_Value"] == {}
+    assert got["pinot_console_lead_controller_leaderless_seconds"] == {}
 
 
 def test_a_failing_sync_and_a_cluster_wide_counter_are_reported(client) -> None:
@@ -342,8 +367,9 @@ def test_a_scrape_that_accepts_gzip_gets_it(client, cluster_mirror) -> None:
     unzipped = gzip.decompress(resp.content).decode()
     assert len(resp.content) < len(plain)
 
-    def steady(text: str) -> dict:  # the mirror's age moves between two scrapes
-        return {k: v for k, v in samples(text).items() if "Age" not in k and "age" not in k}
+    def steady(text: str) -> dict:  # the mirror's age and the leaderless time move
+        moving = ("Age", "age", "leaderless_seconds")
+        return {k: v for k, v in samples(text).items() if not any(m in k for m in moving)}
 
     assert steady(unzipped) == steady(plain)
     assert steady(plain)

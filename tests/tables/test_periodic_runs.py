@@ -25,6 +25,7 @@ from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.records import read_record
 from tests.cluster_fixtures import PATHS, load
+from tests.tables.leaders import CONTROLLER, lead_every_partition
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 TABLE = "githubEvents_REALTIME"
@@ -37,6 +38,7 @@ def github(servers, topic, zk) -> str:
     manager.add_table(
         switch_stream_type(load("githubEvents_realtime_table_config.json"), "redis", topic)
     )
+    lead_every_partition(zk)  # a live controller leads every table (tests/tables/leaders.py)
     return topic
 
 
@@ -60,11 +62,12 @@ def test_a_healthy_table_is_recorded_with_nothing_done(github):
     summary = validate("githubEvents", "api", "api-0000beef")
     assert summary == {
         "runId": "api-0000beef",
-        "tables": [{"table": TABLE, "actions": 0, "error": None}],
+        "tables": [{"table": TABLE, "actions": 0, "error": None, "leadController": CONTROLLER}],
         "error": None,
     }
     run = HealingRun.objects.get(run_id="api-0000beef")
     assert (run.table, run.trigger, run.action_count, run.error) == (TABLE, "api", 0, "")
+    assert run.lead_controller == CONTROLLER
     assert run.finished_at >= run.started_at
     assert (_runs() - runs, _errors() - errors) == (1, 0)
 
@@ -125,7 +128,8 @@ def test_zookeeper_down_is_recorded_with_the_reason(settings, db):
 
 
 def test_a_trigger_outside_pinots_is_refused(db):
-    with pytest.raises(ValueError, match="trigger 'cron' is not one of schedule, mirror, api"):
+    refused = "trigger 'cron' is not one of schedule, mirror, api, leader"
+    with pytest.raises(ValueError, match=refused):
         validate(None, "cron", "cron-1")
 
 

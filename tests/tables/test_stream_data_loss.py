@@ -27,10 +27,8 @@ from tables.cluster import context
 from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_response import Response
-from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name
 from tables.domain.ledger import LOST_OFFSETS_KEY
 from tables.domain.segment_metadata import SegmentZKMetadata
-from tables.domain.znrecord import ZNRecord
 from tables.ledger import verify_table
 from tables.models import DurableCounter
 from tables.redisconn import get_redis
@@ -41,10 +39,11 @@ from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, Segm
 from tables.server.protocol import CompletionClient, LeaderLocator, query_params
 from tables.streams.base import MessageBatch
 from tables.streams.redis_streams import RedisStreamProvider, RedisTopicAdmin
-from tables.zk.records import create_record, read_record
+from tables.zk.records import read_record
 from tests.cluster_fixtures import PATHS, load
 from tests.ingest_cluster import table_config
 from tests.poll import wait_until
+from tests.tables.leaders import lead_every_partition
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 TABLE = "githubEvents_REALTIME"
@@ -73,11 +72,7 @@ def table(servers, topic, zk) -> tuple[str, str, int]:
     config = table_config(topic)
     config["segmentsConfig"]["replication"] = "1"
     manager.add_table(config)
-    view = ZNRecord(
-        id=LEAD_CONTROLLER_RESOURCE,
-        map_fields={partition_name(i): {ME: "MASTER"} for i in range(24)},
-    )
-    create_record(zk, PATHS.externalview(LEAD_CONTROLLER_RESOURCE), view)
+    lead_every_partition(zk, ME)  # this process: live, MASTER of every partition
     for segment, replicas in manager.idealstate(TABLE).items():
         if segment.startswith("githubEvents__0__"):
             start = manager.segment_metadata(TABLE, segment).start_offset

@@ -1,5 +1,10 @@
-"""`run_controller` as a real process: participant, lead-controller view, table views, its own
-HTTP server, and a clean stop on SIGTERM."""
+"""`run_controller` as a real process: participant, cluster leader (`/CONTROLLER/LEADER`) and
+MASTER of every leadControllerResource partition when alone, table views, its own HTTP server, and
+on SIGTERM a clean stop that hands its partitions over (CURRENTSTATE emptied, HISTORY HANDOVER).
+
+The tests commit nothing to the test database while the controller runs (`transaction=True`): the
+controller records leadership changes there, and SQLite's IMMEDIATE transactions would make it
+wait for the test's own transaction."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import pytest
 
 from tables.cluster import context
 from tables.controller.resources import ResourceManager
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord
 from tables.security import cluster_token
@@ -23,7 +29,7 @@ from tests import envdefaults
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.poll import wait_until
 
-pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
+pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 TABLE = "githubEvents_REALTIME"
 
 
@@ -67,21 +73,38 @@ def controller(servers, settings):
             proc.wait()
 
 
-def _lead_masters(zk) -> set[str]:
-    found = read_record(zk, PATHS.externalview("leadControllerResource"))
-    if found is None:
-        return set()
-    return {i for replicas in found.record.map_fields.values() for i in replicas}
+def _masters_of_all(zk, instance: str) -> bool:
+    """The EXTERNALVIEW names `instance` the one MASTER of each of the 24 partitions."""
+    found = read_record(zk, PATHS.externalview(LEAD_CONTROLLER_RESOURCE))
+    return found is not None and found.record.map_fields == {
+        partition_name(i): {instance: "MASTER"} for i in range(24)
+    }
 
 
-def test_the_controller_leads_serves_keeps_views_and_stops_cleanly(controller, zk, topic):
+def _current_state(zk, instance: str, session: str) -> dict[str, dict[str, str]]:
+    found = read_record(zk, PATHS.currentstate(instance, session, LEAD_CONTROLLER_RESOURCE))
+    assert found is not None, "no CURRENTSTATE of leadControllerResource"
+    return found.record.map_fields
+
+
+def test_the_controller_leads_serves_keeps_views_and_hands_over_on_sigterm(controller, zk, topic):
     proc, instance, port = controller
     wait_until(lambda: zk.exists(PATHS.liveinstance(instance)), timeout=60, what="live instance")
-    wait_until(lambda: _lead_masters(zk) == {instance}, timeout=30, what="lead controller view")
-    lead = read_record(zk, PATHS.externalview("leadControllerResource")).record
-    assert len(lead.map_fields) == 24
+    wait_until(lambda: _masters_of_all(zk, instance), timeout=30, what="MASTER of all 24")
     config = read_record(zk, PATHS.participant_config(instance)).record
     assert config.list_fields["TAG_LIST"] == ["controller"]
+    # Alone, it is the cluster leader (Helix's id: no Controller_ prefix) and owns everything.
+    leader = read_record(zk, PATHS.controller_leader).record
+    session = read_record(zk, PATHS.liveinstance(instance)).record.simple_fields["SESSION_ID"]
+    assert leader.id == f"127.0.0.1_{port}"
+    assert leader.simple_fields["SESSION_ID"] == session
+    assignment = read_record(zk, PATHS.idealstate(LEAD_CONTROLLER_RESOURCE)).record.list_fields
+    assert {p: assignment[partition_name(p)] for p in range(24)} == {
+        p: [instance] for p in range(24)
+    }
+    assert _current_state(zk, instance, session) == {
+        partition_name(i): {"CURRENT_STATE": "MASTER"} for i in range(24)
+    }
 
     # Its own HTTP server answers the protocol (here: a call without parameters).
     call = urllib.request.Request(
@@ -100,11 +123,11 @@ def test_the_controller_leads_serves_keeps_views_and_stops_cleanly(controller, z
     ideal = read_record(zk, PATHS.idealstate(TABLE)).record
     segment = sorted(ideal.map_fields)[0]
     server = next(iter(ideal.map_fields[segment]))
-    session = read_record(zk, PATHS.liveinstance(server)).record.simple_fields["SESSION_ID"]
+    server_session = read_record(zk, PATHS.liveinstance(server)).record.simple_fields["SESSION_ID"]
     assert server in SERVERS
     create_record(
         zk,
-        PATHS.currentstate(server, session, TABLE),
+        PATHS.currentstate(server, server_session, TABLE),
         ZNRecord(id=TABLE, map_fields={segment: {"CURRENT_STATE": "CONSUMING"}}),
     )
 
@@ -114,6 +137,12 @@ def test_the_controller_leads_serves_keeps_views_and_stops_cleanly(controller, z
 
     wait_until(view, timeout=30, what="the table's EXTERNALVIEW")
 
+    # SIGTERM: it hands its partitions over, resigns, and its session ends.
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert zk.exists(PATHS.liveinstance(instance)) is None
+    assert zk.exists(PATHS.controller_leader) is None
+    assert _current_state(zk, instance, session) == {}
+    history = read_record(zk, f"{PATHS.instance(instance)}/HISTORY").record.simple_fields
+    assert history["HANDOVER"] == "true"
+    assert int(history["LAST_OFFLINE_TIME"]) >= int(history["LAST_ONLINE_TIME"])

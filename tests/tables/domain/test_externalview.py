@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-from tables.domain.externalview import lead_controller_view, table_view
-
-
-def test_partitions_spread_over_sorted_live_controllers():
-    view = lead_controller_view(4, ["Controller_b_1", "Controller_a_1"])
-    assert view.map_fields == {
-        "leadControllerResource_0": {"Controller_a_1": "MASTER"},
-        "leadControllerResource_1": {"Controller_b_1": "MASTER"},
-        "leadControllerResource_2": {"Controller_a_1": "MASTER"},
-        "leadControllerResource_3": {"Controller_b_1": "MASTER"},
-    }
-    assert lead_controller_view(2, []).map_fields == {
-        "leadControllerResource_0": {},
-        "leadControllerResource_1": {},
-    }
+from tables.domain.externalview import table_view
 
 
 def test_a_table_view_gathers_current_states_per_segment():

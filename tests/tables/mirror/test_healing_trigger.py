@@ -1,5 +1,6 @@
 """Mirror-triggered healing runs (tables.healing_triggers, tables.mirror.sync) and the doctor over
-the real mirror, against the real ZooKeeper and Redis.
+the real mirror, against the real ZooKeeper and Redis; the runs a controller requests when it
+becomes a table's lead controller (`request_leader_validation`, trigger "leader").
 
 The task goes through Celery's real publish path to the broker (Redis); the tests count what was
 published with Celery's own `before_task_publish` signal, not a stand-in.
@@ -16,7 +17,7 @@ from celery.signals import before_task_publish
 from tables import healing_triggers
 from tables.cluster import context
 from tables.cluster.context import ClusterContext
-from tables.controller.llc import MAX_SEGMENT_COMPLETION_TIME_KEY
+from tables.controller.llc import MAX_SEGMENT_COMPLETION_TIME_KEY, LLCSegmentManager
 from tables.controller.resources import ResourceManager
 from tables.domain.idealstate import PauseState, with_pause_state
 from tables.domain.names import LLCSegmentName
@@ -26,6 +27,7 @@ from tables.domain.znrecord import ZNRecord
 from tables.mirror.diagnose import diagnose_partition
 from tables.mirror.sync import sync_cluster
 from tables.models import HealingRun, MirroredTable, MirrorState, PartitionStatus
+from tables.periodic_runs import validate
 from tables.zk.cluster import init_cluster
 from tables.zk.participants import register_participant
 from tables.zk.records import create_record, read_record, update_record
@@ -33,6 +35,7 @@ from tables.zk.zookeeper import ZooKeeperStore
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.ingest_cluster import table_config
 from tests.poll import wait_until
+from tests.tables.leaders import lead_every_partition
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 TASK = "tables.realtime_segment_validation"
@@ -106,6 +109,55 @@ def test_requests_are_off_when_the_setting_says_so(redis_client, settings, publi
     table = f"t{uuid.uuid4().hex[:8]}_REALTIME"
     assert not healing_triggers.request_healing(table, "a repair is due")
     assert published == [] and redis_client.get(healing_triggers.key_for(table)) is None
+
+
+# --- the leader trigger -----------------------------------------------------------------------
+
+
+def test_a_new_lead_controller_requests_one_run_per_gained_realtime_table(
+    redis_client, settings, published
+):
+    settings.HEALING_TRIGGER_ON_LEADERSHIP = True  # off in the tests' environment
+    settings.HEALING_TRIGGER_DEBOUNCE_SECONDS = 20
+    raw = [f"t{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    typed = sorted(f"{name}_REALTIME" for name in raw)
+    keys = [healing_triggers.leader_key_for(t) for t in typed]
+    try:
+        # Raw or with type; an OFFLINE table has no healing manager; each table once.
+        gained = [raw[0], f"{raw[1]}_REALTIME", f"{raw[1]}_OFFLINE", raw[0]]
+        assert healing_triggers.request_leader_validation(gained, "Controller_h_9000") == 2
+        assert published == [(TASK, {"table": t, "trigger": "leader"}) for t in typed]
+        assert [redis_client.get(k) for k in keys] == [b"Controller_h_9000"] * 2
+        assert all(0 < redis_client.ttl(k) <= 20 for k in keys)
+
+        # Debounced per table, apart from the mirror's requests.
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9001") == 0
+        assert healing_triggers.request_healing(typed[0], "a repair is due")
+        assert len(published) == 3
+        redis_client.delete(keys[1])  # that table's window is over
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9001") == 1
+        assert published[-1] == (TASK, {"table": typed[1], "trigger": "leader"})
+    finally:
+        redis_client.delete(*keys, *(healing_triggers.key_for(t) for t in typed))
+
+
+def test_leader_requests_are_off_when_the_setting_says_so(redis_client, settings, published):
+    settings.HEALING_TRIGGER_ON_LEADERSHIP = False
+    table = f"t{uuid.uuid4().hex[:8]}_REALTIME"
+    assert healing_triggers.request_leader_validation([table], "Controller_h_9000") == 0
+    assert published == [] and redis_client.get(healing_triggers.leader_key_for(table)) is None
+
+
+def test_redis_down_never_reaches_the_controller(published, caplog, settings):
+    """Nothing listens where the debounce key would go: logged, nothing sent, no exception for
+    the controller taking over."""
+    settings.HEALING_TRIGGER_ON_LEADERSHIP = True
+    table = f"t{uuid.uuid4().hex[:8]}_REALTIME"
+    sent = healing_triggers.request_leader_validation(
+        [table], "Controller_h_9000", redis_url="redis://127.0.0.1:1/0"
+    )
+    assert sent == 0 and published == []
+    assert f"cannot request a run of {table} for Controller_h_9000" in caplog.text
 
 
 # --- the mirror sync --------------------------------------------------------------------------
@@ -270,6 +322,7 @@ def test_the_mirror_gets_a_stopped_commit_healed_by_a_worker_seconds_after_the_g
     init_cluster(zk, PATHS)
     for index, server in enumerate(SERVERS):
         register_participant(zk, PATHS, server, "127.0.0.1", 7001 + index, [TAG])
+    lead_every_partition(zk)  # the worker heals on behalf of the table's lead controller
 
     def short_guard(record: ZNRecord) -> ZNRecord:
         out = record.copy()
@@ -315,3 +368,48 @@ def test_the_mirror_gets_a_stopped_commit_healed_by_a_worker_seconds_after_the_g
         assert HealingRun.objects.filter(table=table, trigger="mirror").count() == 1
     finally:
         redis_client.delete(healing_triggers.key_for(table))
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_a_new_lead_controller_gets_its_table_healed_by_a_worker_at_once(
+    celery_workers, worker_zk, topic, redis_client, settings
+):
+    """A repair is due while nobody leads the table: the scheduled run skips it. A controller
+    becomes MASTER of its partition and asks for a run: a worker repairs it on its behalf."""
+    settings.HEALING_TRIGGER_ON_LEADERSHIP = True
+    zk = worker_zk
+    init_cluster(zk, PATHS)
+    for index, server in enumerate(SERVERS):
+        register_participant(zk, PATHS, server, "127.0.0.1", 7001 + index, [TAG])
+    ctx = context.current()
+    manager = ResourceManager(ctx)
+    manager.add_schema(load("githubEvents_schema.json"))
+    manager.add_table(table_config(topic))
+    table = "githubEvents_REALTIME"
+    segment, states = _consuming(zk, table, 0)
+    llc = LLCSegmentManager(ctx)
+    for server in states:
+        llc.segment_stopped_consuming(table, segment, server)
+    validate(table, "schedule", "schedule-0000cafe")
+    (skipped,) = HealingRun.objects.get(run_id="schedule-0000cafe").skipped
+    assert skipped.startswith("leadControllerResource_15: no lead controller")
+
+    controller = lead_every_partition(zk)
+    try:
+        assert healing_triggers.request_leader_validation(["githubEvents"], controller) == 1
+        run = wait_until(
+            lambda: HealingRun.objects.filter(table=table, trigger="leader").first(),
+            timeout=60,
+            interval=0.2,
+            what="the leader's run recorded",
+        )
+        assert (run.lead_controller, run.error, run.skipped) == (controller, "", [])
+        assert [(a["kind"], a["segment"]) for a in run.actions] == [("allReplicasOffline", segment)]
+        ideal = read_record(zk, PATHS.idealstate(table)).record.map_fields
+        assert any(
+            s.startswith("githubEvents__0__1__") and "CONSUMING" in r.values()
+            for s, r in ideal.items()
+        )
+    finally:
+        redis_client.delete(healing_triggers.leader_key_for(table))

@@ -1,9 +1,13 @@
-"""The server's completion client (`CompletionClient` + `LeaderLocator`) against a real
-`manage.py run_controller` process: it finds the lead controller from the leadControllerResource
-EXTERNALVIEW, gets Pinot's answers, relocates on NOT_LEADER, and turns every call that cannot be
-made or answered into NOT_SENT. It sends the cluster token; a call the controller refuses (a wrong
-token, an instance that holds no replica) comes back FAILED, the leader kept. A leader that does not
-exist is staged in a second cluster ("GhostCluster") inside the test's own ZooKeeper chroot."""
+"""The server's completion client (`CompletionClient` + `LeaderLocator`) against real
+`manage.py run_controller` processes: it finds the lead controller from the leadControllerResource
+EXTERNALVIEW, gets Pinot's answers, relocates on NOT_LEADER (from a second, real controller that
+does not lead the table), and turns every call that cannot be made or answered into NOT_SENT. It
+sends the cluster token; a call the controller refuses (a wrong token, an instance that holds no
+replica) comes back FAILED, the leader kept. Views that are stale or name a leader that does not
+exist are staged in a second cluster ("GhostCluster") inside the test's own ZooKeeper chroot.
+
+Tests run outside a transaction (`transaction=True`): controllers record leadership changes in
+the test database, and SQLite's IMMEDIATE transactions would make them wait for the test's own."""
 
 from __future__ import annotations
 
@@ -21,15 +25,15 @@ from tables.cluster import context
 from tables.cluster.context import ClusterContext
 from tables.cluster.leadership import lead_controller_for
 from tables.controller.resources import ResourceManager
-from tables.domain.externalview import lead_controller_view
-from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition
+from tables.domain.lead_assignment import lead_view
+from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import LLCSegmentName
 from tables.domain.znrecord import ZNRecord
 from tables.redisconn import get_redis
 from tables.server.protocol import CompletionClient, LeaderLocator
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.cluster import init_cluster
-from tables.zk.participants import instance_config, register_participant
+from tables.zk.participants import instance_config, live_instance, register_participant
 from tables.zk.paths import ClusterPaths
 from tables.zk.records import create_record, read_record, update_record
 from tests import envdefaults
@@ -37,11 +41,12 @@ from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.ingest_cluster import HOST, free_port, table_config
 from tests.poll import wait_until
 
-pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
+pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 TABLE = "githubEvents_REALTIME"
 GHOST = ClusterPaths("GhostCluster")
 GHOST_SEGMENT = "githubEvents__0__0__20210721T0600Z"
+PARTITIONS = 24
 
 
 @dataclass
@@ -51,16 +56,30 @@ class Controller:
     url: str
 
 
-def _lead_masters(zk) -> set[str]:
+def _masters(zk) -> dict[str, list[str]]:
+    """leadControllerResource EXTERNALVIEW: partition -> its MASTERs."""
     found = read_record(zk, PATHS.externalview(LEAD_CONTROLLER_RESOURCE))
     if found is None:
-        return set()
-    return {i for replicas in found.record.map_fields.values() for i in replicas}
+        return {}
+    return {
+        p: sorted(i for i, state in states.items() if state == "MASTER")
+        for p, states in found.record.map_fields.items()
+    }
 
 
-@pytest.fixture
-def controller(servers, zk, settings) -> Iterator[Controller]:
-    """`manage.py run_controller` in the test's chroot, once it leads all 24 partitions."""
+def _split(zk, controllers: list[str]) -> bool:
+    """Every partition has exactly one MASTER, and the controllers share them evenly."""
+    masters = _masters(zk)
+    if sorted(masters) != sorted(partition_name(i) for i in range(PARTITIONS)):
+        return False
+    if any(len(named) != 1 for named in masters.values()):
+        return False
+    counts = {c: sum(1 for named in masters.values() if named == [c]) for c in controllers}
+    return set(counts.values()) == {PARTITIONS // len(controllers)}
+
+
+def _start_controller(settings) -> Controller:
+    """`manage.py run_controller` in the test's chroot, on a free port."""
     port = free_port()
     env = {
         **os.environ,
@@ -78,14 +97,41 @@ def controller(servers, zk, settings) -> Iterator[Controller]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    instance_id = f"Controller_{HOST}_{port}"
+    return Controller(proc, f"Controller_{HOST}_{port}", f"http://{HOST}:{port}")
+
+
+def _stop(controllers: list[Controller]) -> None:
+    for controller in controllers:
+        if controller.proc.poll() is None:
+            controller.proc.kill()
+            controller.proc.wait()
+
+
+@pytest.fixture
+def controller(servers, zk, settings) -> Iterator[Controller]:
+    """One controller, once it leads all 24 partitions."""
+    started = [_start_controller(settings)]
     try:
-        wait_until(lambda: _lead_masters(zk) == {instance_id}, timeout=60, what="it leads")
-        yield Controller(proc, instance_id, f"http://{HOST}:{port}")
+        (one,) = started
+        wait_until(lambda: _split(zk, [one.instance_id]), timeout=60, what="it leads")
+        yield one
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop(started)
+
+
+@pytest.fixture
+def two_controllers(servers, zk, settings) -> Iterator[tuple[Controller, Controller]]:
+    """Two controllers, once they lead 12 partitions each: (githubEvents' leader, the other)."""
+    started = [_start_controller(settings), _start_controller(settings)]
+    try:
+        ids = [c.instance_id for c in started]
+        wait_until(lambda: _split(zk, ids), timeout=60, what="12 partitions each")
+        leader = lead_controller_for(context.current(), TABLE)
+        (lead,) = [c for c in started if c.instance_id == leader]
+        (other,) = [c for c in started if c.instance_id != leader]
+        yield lead, other
+    finally:
+        _stop(started)
 
 
 @pytest.fixture
@@ -106,10 +152,11 @@ def github(servers, topic) -> tuple[str, list[str], int]:
 
 
 def _ghost(zk, controllers: list[str]) -> Callable[[], ClusterContext]:
-    """A second cluster in the test's chroot whose lead-controller view names `controllers`."""
+    """A second cluster in the test's chroot whose lead-controller view names `controllers`
+    (the first one MASTER of every partition; none named: no MASTER anywhere)."""
     init_cluster(zk, GHOST)
-    view = lead_controller_view(24, controllers)
-    create_record(zk, GHOST.externalview(LEAD_CONTROLLER_RESOURCE), view)
+    held = {controllers[0]: frozenset(range(PARTITIONS))} if controllers else {}
+    create_record(zk, GHOST.externalview(LEAD_CONTROLLER_RESOURCE), lead_view(PARTITIONS, held))
     return lambda: ClusterContext(zk, GHOST, settings.REDIS_URL)
 
 
@@ -169,40 +216,56 @@ def test_refused_calls_come_back_failed_and_keep_the_leader(controller, github, 
     assert real.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == "COMMIT"
 
 
-def test_not_leader_drops_the_cached_leader_and_the_next_lookup_finds_the_new_one(
-    controller, github, zk
+def test_not_leader_from_a_real_controller_drops_the_cached_leader_and_the_next_lookup_finds_it(
+    two_controllers, github, zk
 ):
+    lead, other = two_controllers
     segment, (first, _), start = github
-    # A second live controller that sorts after the real one leads githubEvents' partition; its
-    # instance config sends servers to the real controller's port, which does not lead the table.
-    impostor = "Controller_zz.impostor_9000"
-    partitions = lead_controller_view(24, [controller.instance_id, impostor]).map_fields
-    assert partitions[f"leadControllerResource_{lead_partition('githubEvents')}"] == {
-        impostor: "MASTER"
-    }
-    port = int(controller.url.rsplit(":", 1)[1])
-    register_participant(zk, PATHS, impostor, HOST, port, ["controller"])
-    wait_until(
-        lambda: lead_controller_for(context.current(), TABLE) == impostor,
-        timeout=30,
-        what="the impostor leads githubEvents",
-    )
+    partition = partition_name(lead_partition("githubEvents"))
+    assert _masters(zk)[partition] == [lead.instance_id]
+    assert other.instance_id in {m for named in _masters(zk).values() for m in named}
 
-    patient = LeaderLocator(context.current, relocate_interval_s=3600)
-    client = CompletionClient(first, patient)
-    assert patient.url_for(TABLE) == controller.url
+    # The server's view is one lookup old: it names `other` (live, a MASTER of other partitions,
+    # but not of githubEvents'). Staged in GhostCluster: `other` leads everything there.
+    stale = _ghost(zk, [other.instance_id])
+    host, port = other.url.removeprefix("http://").rsplit(":", 1)
+    register_participant(zk, GHOST, other.instance_id, host, int(port), ["controller"])
+    views = iter([stale])
+    locator = LeaderLocator(lambda: next(views, context.current)(), relocate_interval_s=0)
+    client = CompletionClient(first, locator)
+
+    assert locator.url_for(TABLE) == other.url
     response = client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5)
-    assert response.status == "NOT_LEADER"
-    assert client.responses == {"NOT_LEADER": 1}
-    # Invalidated: the cached URL is gone, and the next lookup waits for the relocate interval.
-    assert patient.url_for(TABLE) is None
+    assert response.status == "NOT_LEADER"  # answered by the real controller `other`
+    # NOT_LEADER dropped the cached URL: the next call looks up the current view, reaches the
+    # real leader and commits (with the stale URL kept, `other` would answer NOT_LEADER again).
+    response = client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5)
+    assert response.status == "COMMIT"
+    assert response.controller_vip_url == lead.url
+    assert locator.url_for(TABLE) == lead.url
+    assert client.responses == {"NOT_LEADER": 1, "COMMIT": 1}
 
-    # The impostor leaves; a client that may look up again finds the real leader and commits.
-    zk.delete(PATHS.liveinstance(impostor))
+
+def test_after_a_sigterm_hand_over_the_other_controller_leads_and_commits(two_controllers, github):
+    lead, other = two_controllers
+    segment, (first, _), start = github
+    patient = LeaderLocator(context.current, relocate_interval_s=3600)
+    assert patient.url_for(TABLE) == lead.url
+    # SIGTERM: the leader hands its partitions over and exits; the cached URL's port is closed,
+    # the call is NOT_SENT and the URL dropped.
+    lead.proc.send_signal(signal.SIGTERM)
+    assert lead.proc.wait(timeout=30) == 0
+    response = CompletionClient(first, patient).segment_consumed(
+        TABLE, segment, start + 5, "rowLimit", 5
+    )
+    assert response.status == "NOT_SENT"
+    assert patient.url_for(TABLE) is None  # no new lookup within the interval
+    # `other` takes the partition over (hand-over: no rebalance delay), and a locator that may
+    # look up finds it.
     wait_until(
-        lambda: lead_controller_for(context.current(), TABLE) == controller.instance_id,
+        lambda: lead_controller_for(context.current(), TABLE) == other.instance_id,
         timeout=30,
-        what="the real controller leads githubEvents again",
+        what="the other controller leads githubEvents",
     )
     eager = CompletionClient(first, LeaderLocator(context.current, relocate_interval_s=0))
     assert eager.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == "COMMIT"
@@ -211,10 +274,14 @@ def test_not_leader_drops_the_cached_leader_and_the_next_lookup_finds_the_new_on
 def test_a_leader_that_does_not_exist_gives_not_sent(cluster):
     ghost = "Controller_127.0.0.1_1"
     ctx = _ghost(cluster, [ghost])
+    # A MASTER without a live instance leads nothing: no lookup, no call.
+    locator = LeaderLocator(ctx, relocate_interval_s=0)
+    assert lead_controller_for(ctx(), TABLE) is None
+    assert locator.url_for(TABLE) is None
+    create_record(cluster, GHOST.liveinstance(ghost), live_instance(ghost, "0"))
     assert lead_controller_for(ctx(), TABLE) == ghost
 
     # No instance config for the named leader: there is nowhere to send the call.
-    locator = LeaderLocator(ctx, relocate_interval_s=0)
     client = CompletionClient(SERVERS[0], locator)
     assert locator.url_for(TABLE) is None
     assert client.segment_consumed(TABLE, GHOST_SEGMENT, 10, "rowLimit", 9).status == "NOT_SENT"
@@ -275,8 +342,8 @@ def test_no_reachable_controller_gives_not_sent(controller, github):
 
     controller.proc.send_signal(signal.SIGTERM)
     assert controller.proc.wait(timeout=30) == 0
-    # The view still names the stopped controller; its port refuses the call.
-    assert lead_controller_for(context.current(), TABLE) == controller.instance_id
+    # Its live instance is gone, so it leads nothing; the cached URL's port refuses the call.
+    assert lead_controller_for(context.current(), TABLE) is None
     for _ in range(2):
         response = client.segment_consumed(TABLE, segment, start + 3, "rowLimit", 3)
         assert (response.status, response.offset, response.build_time_sec) == ("NOT_SENT", None, -1)
