@@ -15,9 +15,8 @@ from django.db.models import OuterRef, Subquery
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, lead_partition, partition_name
 from tables.domain.names import raw_table_name
 from tables.domain.znrecord import ZNRecord
-from tables.mirror.zk_reads import Pending, Znode
+from tables.mirror.zk_reads import Pending, Znode, record_of
 from tables.models import LeadControllerPartition, LeadershipChange, MirroredInstance
-from tables.zk import codec
 
 __all__ = ["CONTROLLER_PREFIX", "LEAD_FIELDS", "LeadReads", "sync_lead_controller"]
 
@@ -36,13 +35,7 @@ LEAD_FIELDS = ["name", "controller", "tables", "leaderless_since"]
 
 
 def _record(znode: Znode | None, what: str, report: LeadReport) -> ZNRecord | None:
-    if znode is None:
-        return None
-    try:
-        return codec.decode(znode.data)
-    except ValueError as exc:
-        report.warnings.append(f"{what}: unreadable ({exc})")
-        return None
+    return record_of(znode, what, report.warnings)
 
 
 def _int(text: str | None) -> int | None:

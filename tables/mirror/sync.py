@@ -74,7 +74,7 @@ from tables.mirror.partitions import live_index, sync_partitions
 from tables.mirror.read_model import COMPLETED_STATUSES, MIRROR_NAME
 from tables.mirror.streams import apply_stream_partitions, read_stream_partitions
 from tables.mirror.tables import DB_CHUNK, chunks, sync_changed_tables
-from tables.mirror.zk_reads import Batch, Pending, ReadCounters, Znode
+from tables.mirror.zk_reads import Batch, Pending, ReadCounters, Znode, record_of
 from tables.models import (
     LeadControllerPartition,
     MirroredInstance,
@@ -84,7 +84,6 @@ from tables.models import (
     PartitionStatus,
 )
 from tables.redisconn import get_redis
-from tables.zk import codec
 
 __all__ = ["ClusterMissing", "SyncReport", "sync_cluster", "thresholds"]
 
@@ -413,13 +412,7 @@ def _confirm(
 
 
 def _record(znode: Znode | None, what: str, report: SyncReport) -> ZNRecord | None:
-    if znode is None:
-        return None
-    try:
-        return codec.decode(znode.data)
-    except ValueError as exc:
-        report.warnings.append(f"{what}: unreadable ({exc})")
-        return None
+    return record_of(znode, what, report.warnings)
 
 
 def _commit_limit_ms(config: Pending[Znode | None], report: SyncReport) -> int:

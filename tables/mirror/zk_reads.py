@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from tables.domain.znrecord import ZNRecord
+from tables.zk import codec
 from tables.zk.errors import NoNode
 from tables.zk.zookeeper import ZooKeeperStore
 
-__all__ = ["PROBE_OPS", "Batch", "Pending", "ReadCounters", "Znode"]
+__all__ = ["PROBE_OPS", "Batch", "Pending", "ReadCounters", "Znode", "record_of"]
 
 PROBE_OPS = 1000
 
@@ -128,3 +130,14 @@ class Batch:
         if self._pending:
             self.counters.round_trips += 1
         self._pending = []
+
+
+def record_of(znode: Znode | None, what: str, warnings: list[str]) -> ZNRecord | None:
+    """The ZNRecord in `znode` (None when absent); an unreadable one is None and a warning."""
+    if znode is None:
+        return None
+    try:
+        return codec.decode(znode.data)
+    except ValueError as exc:
+        warnings.append(f"{what}: unreadable ({exc})")
+        return None

@@ -22,7 +22,7 @@ from tests.cluster_fixtures import PATHS, load
 from tests.console import mirror_factory as mf
 from tests.console.test_layout_browser import OVERFLOW_JS
 from tests.console.test_layout_browser import TABLE as LONG
-from tests.tables.mirror import lead_cluster as lc
+from tests.tables import leaders as lc
 
 pytestmark = pytest.mark.django_db
 A, B = 9000, 9001

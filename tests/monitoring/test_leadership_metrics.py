@@ -13,7 +13,7 @@ from tables.cluster.context import ClusterContext
 from tables.mirror.sync import sync_cluster
 from tests.cluster_fixtures import PATHS
 from tests.monitoring.test_controller_metrics import labels, samples, scrape
-from tests.tables.mirror import lead_cluster as lc
+from tests.tables import leaders as lc
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 NOW = 1_714_563_100_000

@@ -16,7 +16,7 @@ from tables.cluster.leadership import (
 )
 from tables.controller.llc import LLCSegmentManager
 from tables.controller.resources import ResourceManager
-from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name
+from tables.domain.leadership import partition_name
 from tables.domain.names import LLCSegmentName
 from tables.domain.periods import REALTIME_SEGMENT_VALIDATION, TASK_ERROR_COUNTER
 from tables.domain.table_config import switch_stream_type
@@ -27,9 +27,9 @@ from tables.zk import codec
 from tables.zk.client import new_client
 from tables.zk.messages import SRC_NAME, message_ids, read_message
 from tables.zk.participants import register_participant
-from tables.zk.records import create_record, read_record, update_record
+from tables.zk.records import create_record, read_record
 from tests.cluster_fixtures import PATHS, load
-from tests.tables.leaders import lead_every_partition, write_lead_view
+from tests.tables.leaders import lead_every_partition, set_resource_enabled, write_lead_view
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 TABLE = "githubEvents_REALTIME"
@@ -74,15 +74,6 @@ def _errors() -> int:
     return DurableCounter.value_of(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
 
 
-def _set_resource_enabled(zk, enabled: bool) -> None:
-    def change(record: ZNRecord) -> ZNRecord:
-        out = record.copy()
-        out.simple_fields["RESOURCE_ENABLED"] = "true" if enabled else "false"
-        return out
-
-    update_record(zk, PATHS.resource_config(LEAD_CONTROLLER_RESOURCE), change)
-
-
 # --- who leads ----------------------------------------------------------------------------------
 
 
@@ -121,7 +112,7 @@ def test_a_master_counts_only_while_it_is_live(cluster, settings):
 
 def test_with_the_resource_disabled_the_cluster_leader_leads_every_table(cluster):
     lead_every_partition(cluster, A)
-    _set_resource_enabled(cluster, False)
+    set_resource_enabled(cluster, False)
     leaders = table_leaders(context.current())
     assert leaders(TABLE) is None and leaders("myTable") is None  # no /CONTROLLER/LEADER
     assert leaders.why_none(TABLE) == (
@@ -204,7 +195,7 @@ def test_the_run_acts_for_the_master_of_the_tables_partition(github, zk, setting
 
 def test_with_the_resource_disabled_the_run_is_made_for_the_cluster_leader(github, zk):
     lead_every_partition(zk, A)
-    _set_resource_enabled(zk, False)
+    set_resource_enabled(zk, False)
     validate(TABLE, "api", "api-00000001")
     run = HealingRun.objects.get(run_id="api-00000001")
     assert run.lead_controller == "" and "is disabled" in run.skipped[0]

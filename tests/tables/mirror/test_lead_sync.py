@@ -12,7 +12,7 @@ from tables.cluster.context import ClusterContext
 from tables.mirror.sync import sync_cluster
 from tables.models import LeadControllerPartition, MirrorState
 from tests.cluster_fixtures import PATHS
-from tests.tables.mirror import lead_cluster as lc
+from tests.tables import leaders as lc
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 NOW = 1_714_563_100_000
