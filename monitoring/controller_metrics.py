@@ -2,10 +2,10 @@
 
 Every family is computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
 written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a query is shared),
-never from ZooKeeper itself, with a fixed number of aggregate queries (six, whatever the number of
-tables or partitions: the status checks are joined to the tables' query), so a scrape stays cheap
-at 1,000 tables x 16 partitions and works while ZooKeeper is down
-(`pinot_console_mirror_age_seconds` then grows).
+never from ZooKeeper itself, with a fixed number of aggregate queries (seven, six without pauseless
+tables, whatever the number of tables or partitions: the status checks are joined to the tables'
+query), so a scrape stays cheap at 1,000 tables x 16 partitions and works while ZooKeeper is
+down (`pinot_console_mirror_age_seconds` then grows).
 
 Families (all defined once, in `DEFINITIONS`):
 
@@ -13,7 +13,9 @@ Families (all defined once, in `DEFINITIONS`):
   `pinot_controller_segmentsInErrorState_Value{table,tableType}` ((segment, replica) pairs in
   ERROR), `..._percentSegmentsAvailable_Value`, `..._tableConsumptionPaused_Value`,
   `..._missingConsumingSegmentTotalCount_Value`, `..._pauselessConsumptionEnabled_Value` and this
-  project's `..._segmentsMissingDownloadUrl_Value`; `table` is the raw name. While the table's
+  project's `..._segmentsMissingDownloadUrl_Value` (not a Pinot metric: the table's COMMITTING
+  segments and its DONE segments whose download URL is empty, i.e. not in the deep store yet);
+  `table` is the raw name. While the table's
   last status check (`tables.models.TableStatusCheck`, the SegmentStatusChecker task with Pinot's
   exact semantics, `tables.domain.status_checks`) is fresh (at most `CHECK_FRESH_PERIODS` of
   STATUS_CHECKER_FREQUENCY_SECONDS old, 1 min when unscheduled), the gauges it computes take its
@@ -22,16 +24,36 @@ Families (all defined once, in `DEFINITIONS`):
   `..._missingConsumingSegmentNewPartitionCount_Value` and
   `..._missingConsumingSegmentMaxDurationMinutes_Value`, are there only for tables with a fresh
   check (the missing-consuming ones for REALTIME tables whose IdealState has segments).
+- per pauseless REALTIME table, RealtimeSegmentValidationManager's
+  `pinot_controller_pauselessSegmentsInErrorCount_Value{table,tableType}` (Pinot's count in
+  `repairSegmentsInErrorState`: LLC segments of the IdealState whose every ExternalView replica is
+  ERROR, whatever their ZK status; COMMITTING ones are re-ingested, the others reset) and
+  `..._pauselessSegmentsInUnrecoverableErrorCount_Value` (the same count when the healer may not
+  repair them: a partial-upsert or dedup table in disasterRecoveryMode DEFAULT,
+  `doctor_facts.committing_repair_allowed`; else 0). Computed from the mirror at each scrape, so
+  they hold between healer runs; absent for other tables, as Pinot sets them only for pauseless
+  ones.
 - per partition, RealtimeConsumerMonitor's `pinot_controller_maxRecordsLag_Value` and
   `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`, only for
   partitions whose lag is known (`triage.lag_known`: a reporting replica knows its upstream
   offset); an unknown lag is absent, not 0.
 - durable counters (`tables.models.DurableCounter`) as Pinot meters' `_Count`:
-  `pinot_controller_<name>_Count{table,tableType}` (`llcStateMachineAborts`: `{table}` only, as
-  Pinot keys that meter by raw table). They are exposed untyped, as `monitoring.server_metrics`
-  does, so the names keep Pinot's `_Count` (a Prometheus counter would append `_total`). Every
-  mirrored REALTIME table gets a 0 sample, so `increase()` sees a table's first failure; the
-  counts of tables no longer mirrored (deleted) are not exposed, so their label sets go away.
+  `pinot_controller_<name>_Count{table,tableType}` (`llcStreamDataLoss`; `llcStateMachineAborts`:
+  `{table}` only, as Pinot keys that meter by raw table) and the two server meters Pinot's
+  pauseless design names, with the server's prefix and labels:
+  `pinot_server_segmentBuildFailure_Count{table,tableType,topic,partition}` (Pinot keys it by the
+  consumer's client id `<table>_REALTIME-<topic>-<partition>`, which is the counter's stored key;
+  a count stored under a table name only, such as the old `segmentBuildFailures` counter's, has
+  empty `topic` and `partition`, i.e. none) and
+  `pinot_server_segmentReingestionFailure_Count{table,tableType}` (per table; the old
+  `reingestionFailures` counter's counts are added in). The servers export the build failures
+  they saw themselves under the same name (`monitoring.server_metrics`, since the server
+  started); this one counts every failed Spark build since the database was created: aggregate
+  with `max by`, as for every family here. They are exposed untyped, as
+  `monitoring.server_metrics` does, so the names keep Pinot's `_Count` (a Prometheus counter
+  would append `_total`). Every mirrored REALTIME table (every mirrored partition, for the build
+  failures) gets a 0 sample, so `increase()` sees its first failure; the counts of tables no
+  longer mirrored (deleted) are not exposed, so their label sets go away.
   `pinot_controller_llcCompletionCallsRefused_Count{cause}` counts completion calls the lead
   controller refused (`tables.domain.completion_trust.Cause`; one durable counter per cause, every
   cause always sampled).
@@ -59,7 +81,9 @@ Families (all defined once, in `DEFINITIONS`):
   `pinot_console_mirror_last_sync_timestamp_seconds`, `pinot_console_mirror_sync_duration_seconds`
   and `pinot_console_mirror_sync_error` (1 while the last sync attempt failed).
 
-A new durable counter needs one line in `DEFINITIONS`; names not defined there are not exposed.
+The definitions (names, help, labels, where each value comes from) are `monitoring.definitions`;
+a new durable counter needs one line in its `DEFINITIONS` and `COUNTERS`; names not defined there
+are not exposed.
 """
 
 from __future__ import annotations
@@ -67,303 +91,59 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from django.conf import settings
 from django.db.models import Case, CharField, Count, F, Value, When
 from django.utils import timezone
-from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from tables.domain.completion_trust import REFUSED_COUNTER, Cause, refusal_counter_name
+from monitoring.definitions import (
+    BUILD_FAILURE,
+    CHECK_FRESH_PERIODS,
+    CLIENT,
+    COUNTERS,
+    DEFINITIONS,
+    LEGACY_COUNTERS,
+    PARTITION_GAUGES,
+    PAUSELESS_GAUGES,
+    REALTIME,
+    REFUSAL_COUNTERS,
+    REINGESTION_FAILURE,
+    REPAIR_CONFIG_PATHS,
+    TABLE,
+    TABLE_GAUGES,
+    TASK_COUNTERS,
+    Definition,
+)
+from tables.domain.completion_trust import REFUSED_COUNTER, Cause
+from tables.domain.doctor_facts import committing_repair_allowed
 from tables.domain.names import raw_table_name
-from tables.domain.periods import PERIODIC_TASKS, TASK_ERROR_COUNTER, TASK_RUN_COUNTER
+from tables.domain.periods import PERIODIC_TASKS
 from tables.mirror import read_model
 from tables.models import (
     DurableCounter,
     LeadControllerPartition,
     MirroredInstance,
+    MirroredSegment,
     MirroredTable,
     MirrorState,
     PartitionStatus,
 )
 
 __all__ = [
+    "BUILD_FAILURE",
     "COUNTERS",
     "DEFINITIONS",
+    "REINGESTION_FAILURE",
     "ControllerCollector",
     "Definition",
     "controller_registry",
 ]
 
-REALTIME = "REALTIME"
+REALTIME_SUFFIX = "_REALTIME"
 ALWAYS_REPORTED_KINDS = ("SERVER", "CONTROLLER")
-
-TABLE = ("table", "tableType")
-PARTITION = ("table", "tableType", "partition")
-
-
-@dataclass(frozen=True)
-class Definition:
-    """One metric family: its exposed name, type, help text and label names."""
-
-    name: str
-    kind: Literal["gauge", "untyped"]
-    help: str
-    labels: tuple[str, ...] = ()
-
-    def family(self) -> GaugeMetricFamily | UnknownMetricFamily:
-        cls = GaugeMetricFamily if self.kind == "gauge" else UnknownMetricFamily
-        return cls(self.name, self.help, labels=list(self.labels))
-
-
-def _gauge(name: str, help: str, labels: tuple[str, ...] = ()) -> Definition:
-    return Definition(name, "gauge", help, labels)
-
-
-def _count(name: str, help: str, labels: tuple[str, ...] = TABLE) -> Definition:
-    return Definition(f"pinot_controller_{name}_Count", "untyped", help, labels)
-
-
-# --- the one table of definitions -----------------------------------------------------------------
-
-DEFINITIONS: dict[str, Definition] = {
-    # Per table (SegmentStatusChecker / MissingConsumingSegmentFinder / SCM; reference §9.2).
-    "segmentsInErrorState": _gauge(
-        "pinot_controller_segmentsInErrorState_Value",
-        "Number of (segment, replica) pairs in ERROR state in the table's ExternalView "
-        "(Pinot SegmentStatusChecker semantics).",
-        TABLE,
-    ),
-    "percentSegmentsAvailable": _gauge(
-        "pinot_controller_percentSegmentsAvailable_Value",
-        "Percentage of the table's segments with at least one ONLINE or CONSUMING replica "
-        "in the ExternalView (integer, 100 when all are queryable).",
-        TABLE,
-    ),
-    "tableConsumptionPaused": _gauge(
-        "pinot_controller_tableConsumptionPaused_Value",
-        "1 while the realtime table's consumption is paused (IdealState isTablePaused), else 0.",
-        TABLE,
-    ),
-    "missingConsumingSegmentTotalCount": _gauge(
-        "pinot_controller_missingConsumingSegmentTotalCount_Value",
-        "Stream partitions of the realtime table that have no CONSUMING segment in the IdealState.",
-        TABLE,
-    ),
-    "segmentsWithLessReplicas": _gauge(
-        "pinot_controller_segmentsWithLessReplicas_Value",
-        "Segments with fewer replicas ONLINE or CONSUMING in the ExternalView than in the "
-        "IdealState (Pinot SegmentStatusChecker; segments changed within the wait-for-push time "
-        "are not counted).",
-        TABLE,
-    ),
-    "numberOfReplicas": _gauge(
-        "pinot_controller_numberOfReplicas_Value",
-        "The fewest replicas ONLINE or CONSUMING in the ExternalView over the table's segments "
-        "(Pinot SegmentStatusChecker).",
-        TABLE,
-    ),
-    "percentOfReplicas": _gauge(
-        "pinot_controller_percentOfReplicas_Value",
-        "The lowest percentage of a segment's IdealState replicas that are ONLINE or CONSUMING "
-        "in the ExternalView (Pinot SegmentStatusChecker).",
-        TABLE,
-    ),
-    "missingConsumingSegmentNewPartitionCount": _gauge(
-        "pinot_controller_missingConsumingSegmentNewPartitionCount_Value",
-        "Stream partitions with neither a CONSUMING nor an ONLINE segment in the IdealState "
-        "(new partitions, or a first segment deleted; Pinot MissingConsumingSegmentFinder).",
-        TABLE,
-    ),
-    "missingConsumingSegmentMaxDurationMinutes": _gauge(
-        "pinot_controller_missingConsumingSegmentMaxDurationMinutes_Value",
-        "Minutes the longest-missing partition has been without a CONSUMING segment while rows "
-        "wait in the stream (Pinot MissingConsumingSegmentFinder).",
-        TABLE,
-    ),
-    "pauselessConsumptionEnabled": _gauge(
-        "pinot_controller_pauselessConsumptionEnabled_Value",
-        "1 when the realtime table uses pauseless consumption "
-        "(the next segment starts consuming before the committed one is built), else 0.",
-        TABLE,
-    ),
-    "segmentsMissingDownloadUrl": _gauge(
-        "pinot_controller_segmentsMissingDownloadUrl_Value",
-        "Committed segments whose ZK metadata has no deep-store download URL "
-        "(peer-download commits not yet uploaded; repaired by the validation manager).",
-        TABLE,
-    ),
-    # Per partition (RealtimeConsumerMonitor), from the replicas' published figures.
-    "maxRecordsLag": _gauge(
-        "pinot_controller_maxRecordsLag_Value",
-        "Records behind the stream's latest offset, worst consuming replica of the partition.",
-        PARTITION,
-    ),
-    "maxRecordAvailabilityLagMs": _gauge(
-        "pinot_controller_maxRecordAvailabilityLagMs_Value",
-        "Milliseconds between now and the stream time of the last consumed record, worst "
-        "consuming replica of the partition (0 when caught up).",
-        PARTITION,
-    ),
-    # Durable counters (tables.models.DurableCounter), keyed by their DurableCounter name.
-    "segmentBuildFailures": _count(
-        "segmentBuildFailures",
-        "Segment builds (Spark) that failed, since the cluster's database was created.",
-    ),
-    "reingestionFailures": _count(
-        "reingestionFailures",
-        "Re-ingestions of ERROR segments that failed, since the cluster's database was created.",
-    ),
-    "llcStreamDataLoss": _count(
-        "llcStreamDataLoss",
-        "Times a partition had to resume past offsets the stream had already dropped "
-        "(rows lost upstream before they were committed).",
-    ),
-    "llcStateMachineAborts": _count(
-        "llcStateMachineAborts",
-        "Segment completion state machines aborted (commit timed out or failed) "
-        "on the lead controller.",
-        ("table",),
-    ),
-    REFUSED_COUNTER: _count(
-        REFUSED_COUNTER,
-        "Segment completion calls the lead controller refused, by cause: no or a bad cluster "
-        "token, an instance that is not live, not a replica of the segment, or an offset past "
-        "the stream partition's end. The FSM and ZooKeeper were left unchanged.",
-        ("cause",),
-    ),
-    TASK_RUN_COUNTER: _count(
-        TASK_RUN_COUNTER,
-        "Runs of a controller periodic task (the healing manager, the segment status checker), "
-        "by task name.",
-        ("taskName",),
-    ),
-    TASK_ERROR_COUNTER: _count(
-        TASK_ERROR_COUNTER,
-        "Runs of a controller periodic task that failed (could not list the tables, or a "
-        "table's run failed), by task name.",
-        ("taskName",),
-    ),
-    # Cluster.
-    "LeaderPartitionCount": _gauge(
-        "pinot_controller_LeaderPartitionCount_Value",
-        "leadControllerResource partitions this controller is MASTER of while live "
-        "(Pinot's controllerLeaderPartitionCount; one series per live controller, from the "
-        "resource's ExternalView).",
-        ("controller",),
-    ),
-    "pinotControllerLeader": _gauge(
-        "pinot_controller_pinotControllerLeader_Value",
-        "1 for the Helix cluster leader among the controllers (/CONTROLLER/LEADER), which "
-        "assigns the leadControllerResource partitions; 0 for every other live controller.",
-        ("controller",),
-    ),
-    "pinotLeadControllerResourceEnabled": _gauge(
-        "pinot_controller_pinotLeadControllerResourceEnabled_Value",
-        "1 while leadControllerResource is enabled (RESOURCE_ENABLED), 0 when disabled: the "
-        "cluster leader then leads every table. One series per live controller.",
-        ("controller",),
-    ),
-    "lead_controller_partitions_without_master": _gauge(
-        "pinot_console_lead_controller_partitions_without_master",
-        "leadControllerResource partitions with no live MASTER controller (and not led by the "
-        "cluster leader as the disabled resource's fallback): their tables have no lead "
-        "controller, so segments of those tables cannot commit.",
-    ),
-    "lead_controller_leaderless_seconds": _gauge(
-        "pinot_console_lead_controller_leaderless_seconds",
-        "Seconds since each leadControllerResource partition without a lead controller lost it "
-        "(the cluster leader's record of the loss, else when the mirror first saw it).",
-        ("partition",),
-    ),
-    "live_instances": _gauge(
-        "pinot_console_live_instances",
-        "Participants with a live instance znode in ZooKeeper, by kind (SERVER, CONTROLLER, ...).",
-        ("kind",),
-    ),
-    "instances": _gauge(
-        "pinot_console_instances",
-        "Participants with an instance config in ZooKeeper, live or not, by kind.",
-        ("kind",),
-    ),
-    "tables": _gauge(
-        "pinot_console_tables",
-        "Tables in the console's mirror of ZooKeeper, by table type (REALTIME, OFFLINE).",
-        ("tableType",),
-    ),
-    # The mirror itself.
-    "mirror_age_seconds": _gauge(
-        "pinot_console_mirror_age_seconds",
-        "Seconds since the ZooKeeper mirror last synced successfully (+Inf before the first "
-        "sync); every other metric here is at most this old.",
-    ),
-    "mirror_last_sync_timestamp_seconds": _gauge(
-        "pinot_console_mirror_last_sync_timestamp_seconds",
-        "Unix time of the mirror's last successful sync (absent before the first sync).",
-    ),
-    "mirror_sync_duration_seconds": _gauge(
-        "pinot_console_mirror_sync_duration_seconds",
-        "How long the mirror's last sync of ZooKeeper took.",
-    ),
-    "mirror_sync_error": _gauge(
-        "pinot_console_mirror_sync_error",
-        "1 while the mirror's last sync attempt failed, else 0.",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class TableGauge:
-    """Where a per-table gauge comes from: a `MirroredTable` column (the mirror sync's counts)
-    and/or a `TableStatusCheck` column, which wins while the check is fresh (a null there: absent
-    from the check, the mirror's value stands)."""
-
-    mirror: str | None
-    check: str | None
-    realtime_only: bool = False
-
-
-TABLE_GAUGES: dict[str, TableGauge] = {
-    "segmentsInErrorState": TableGauge("error_replicas", "segments_in_error_state"),
-    "percentSegmentsAvailable": TableGauge("percent_available", "percent_segments_available"),
-    "segmentsWithLessReplicas": TableGauge(None, "segments_with_less_replicas"),
-    "numberOfReplicas": TableGauge(None, "number_of_replicas"),
-    "percentOfReplicas": TableGauge(None, "percent_of_replicas"),
-    "segmentsMissingDownloadUrl": TableGauge("missing_download_url", None),
-    "tableConsumptionPaused": TableGauge("paused", "table_consumption_paused", True),
-    "missingConsumingSegmentTotalCount": TableGauge(
-        "missing_consuming", "missing_consuming_total", True
-    ),
-    "missingConsumingSegmentNewPartitionCount": TableGauge(
-        None, "missing_consuming_new_partitions", True
-    ),
-    "missingConsumingSegmentMaxDurationMinutes": TableGauge(
-        None, "missing_consuming_max_minutes", True
-    ),
-    "pauselessConsumptionEnabled": TableGauge("pauseless", None, True),
-}
-# A status check older than this many checker periods is stale: the mirror's counts stand.
-CHECK_FRESH_PERIODS = 3
-
-# Per-partition gauges: definition key -> PartitionStatus column.
-PARTITION_GAUGES: dict[str, str] = {
-    "maxRecordsLag": "records_lag",
-    "maxRecordAvailabilityLagMs": "time_lag_ms",
-}
-# Durable counters exposed (DurableCounter.name == definition key).
-COUNTERS: tuple[str, ...] = (
-    "segmentBuildFailures",
-    "reingestionFailures",
-    "llcStreamDataLoss",
-    "llcStateMachineAborts",
-)
-# Durable counters keyed by periodic task name (DurableCounter.table holds the task's name).
-TASK_COUNTERS: tuple[str, ...] = (TASK_RUN_COUNTER, TASK_ERROR_COUNTER)
-# Cluster-wide durable counters of refused completion calls, one per cause.
-REFUSAL_COUNTERS: dict[str, Cause] = {refusal_counter_name(cause): cause for cause in Cause}
 
 
 # --- the collector --------------------------------------------------------------------------------
@@ -378,8 +158,9 @@ class ControllerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         state = read_model.mirror_state()  # query 6, shared by the leadership and the mirror
         realtime = yield from self._tables()
-        yield from self._partitions()
-        yield from self._counters(realtime)
+        partitions = yield from self._partitions()
+        yield from self._pauseless(realtime)
+        yield from self._counters(realtime, partitions)
         live_controllers = yield from self._instances()
         yield from self._leadership(live_controllers, state)
         yield from self._mirror(state)
@@ -390,13 +171,14 @@ class ControllerCollector(Collector):
         return self.now() - timedelta(seconds=CHECK_FRESH_PERIODS * period_s)
 
     def _tables(self) -> Iterator[Metric]:
-        """Query 1: every table's gauges, its status check joined. Returns the raw names of the
-        REALTIME tables."""
+        """Query 1: every table's gauges, its status check joined. Returns the REALTIME tables:
+        raw name -> (topic, pauseless)."""
         mirror = [(k, g.mirror) for k, g in TABLE_GAUGES.items() if g.mirror]
         check = [(k, g.check) for k, g in TABLE_GAUGES.items() if g.check]
         rows = MirroredTable.objects.order_by("raw_name", "table_type").values_list(
             "raw_name",
             "table_type",
+            "topic",
             "status_check__checked_at",
             *[column for _, column in mirror],
             *[f"status_check__{column}" for _, column in check],
@@ -404,12 +186,12 @@ class ControllerCollector(Collector):
         cutoff = self._check_cutoff()
         families = {key: DEFINITIONS[key].family() for key in TABLE_GAUGES}
         per_type: dict[str, int] = defaultdict(int)
-        realtime: list[str] = []
-        for raw, table_type, checked_at, *values in rows:
+        realtime: dict[str, tuple[str, bool]] = {}
+        for raw, table_type, topic, checked_at, *values in rows:
             per_type[table_type] += 1
-            if table_type == REALTIME:
-                realtime.append(raw)
             found = dict(zip([key for key, _ in mirror], values[: len(mirror)], strict=True))
+            if table_type == REALTIME:
+                realtime[raw] = (topic, bool(found.get("pauselessConsumptionEnabled")))
             if checked_at is not None and checked_at >= cutoff:
                 checked = zip([key for key, _ in check], values[len(mirror) :], strict=True)
                 found.update((key, value) for key, value in checked if value is not None)
@@ -424,25 +206,67 @@ class ControllerCollector(Collector):
         return realtime
 
     def _partitions(self) -> Iterator[Metric]:
-        """Query 2: every partition's known lag, joined to its table's names."""
-        known = PartitionStatus.objects.filter(upstream_offset__isnull=False)
-        rows = known.order_by("table__raw_name", "table__table_type", "partition").values_list(
-            "table__raw_name", "table__table_type", "partition", *PARTITION_GAUGES.values()
+        """Query 2: every partition's known lag, joined to its table's names. Returns the
+        partitions of each REALTIME table (raw name -> partition numbers)."""
+        rows = PartitionStatus.objects.order_by(
+            "table__raw_name", "table__table_type", "partition"
+        ).values_list(
+            "table__raw_name",
+            "table__table_type",
+            "partition",
+            "upstream_offset",
+            *PARTITION_GAUGES.values(),
         )
         families = {key: DEFINITIONS[key].family() for key in PARTITION_GAUGES}
-        for raw, table_type, partition, *values in rows:
+        partitions: dict[str, list[int]] = defaultdict(list)
+        for raw, table_type, partition, upstream, *values in rows:
+            if table_type == REALTIME:
+                partitions[raw].append(partition)
+            if upstream is None:  # the lag is unknown (`triage.lag_known`): no sample
+                continue
             labels = [raw, table_type, str(partition)]
             for key, value in zip(PARTITION_GAUGES, values, strict=True):
                 families[key].add_metric(labels, float(value))
         yield from families.values()
+        return partitions
 
-    def _counters(self, realtime: list[str]) -> Iterator[Metric]:
-        """Query 3: the durable counters; a 0 for every REALTIME table that has none yet."""
-        values: dict[str, dict[str, int]] = {name: dict.fromkeys(realtime, 0) for name in COUNTERS}
-        mirrored = set(realtime)
+    def _pauseless(self, realtime: dict[str, tuple[str, bool]]) -> Iterator[Metric]:
+        """Query 7 (only when some table is pauseless): the pauseless tables' LLC segments with
+        an ERROR replica, with the config values that decide whether the healer may repair them."""
+        pauseless = sorted(raw for raw, (_topic, enabled) in realtime.items() if enabled)
+        in_error: dict[str, int] = dict.fromkeys(pauseless, 0)
+        allowed: dict[str, bool] = dict.fromkeys(pauseless, True)
+        errors, unrecoverable = (DEFINITIONS[key].family() for key in PAUSELESS_GAUGES)
+        if not pauseless:
+            yield from (errors, unrecoverable)
+            return
+        rows = MirroredSegment.objects.filter(
+            has_error=True,
+            sequence__isnull=False,
+            table__pauseless=True,
+            table__table_type=REALTIME,
+        ).values_list("table__raw_name", "ideal_states", "external_states", *REPAIR_CONFIG_PATHS)
+        for raw, ideal, external, *config_values in rows:
+            if raw not in in_error or not ideal or not external:
+                continue
+            allowed[raw] = committing_repair_allowed(_repair_config(config_values))
+            in_error[raw] += all(state == "ERROR" for state in external.values())
+        for raw in pauseless:
+            errors.add_metric([raw, REALTIME], in_error[raw])
+            unrecoverable.add_metric([raw, REALTIME], 0 if allowed[raw] else in_error[raw])
+        yield from (errors, unrecoverable)
+
+    def _counters(
+        self, realtime: dict[str, tuple[str, bool]], partitions: dict[str, list[int]]
+    ) -> Iterator[Metric]:
+        """Query 3: the durable counters; a 0 for every REALTIME table (every partition, for the
+        counters keyed by client id) that has none yet."""
+        values: dict[str, dict[tuple[str, ...], int]] = {
+            name: _zeros(DEFINITIONS[name].labels, realtime, partitions) for name in COUNTERS
+        }
         refused: dict[Cause, int] = dict.fromkeys(Cause, 0)
         tasks = {name: dict.fromkeys(PERIODIC_TASKS, 0) for name in TASK_COUNTERS}
-        names = (*COUNTERS, *REFUSAL_COUNTERS, *TASK_COUNTERS)
+        names = (*COUNTERS, *LEGACY_COUNTERS, *REFUSAL_COUNTERS, *TASK_COUNTERS)
         rows = DurableCounter.objects.filter(name__in=names).values_list("name", "table", "value")
         for name, table, value in rows:
             if name in REFUSAL_COUNTERS:
@@ -451,20 +275,19 @@ class ControllerCollector(Collector):
             if name in TASK_COUNTERS:  # keyed by task name, not by table
                 tasks[name][table] = tasks[name].get(table, 0) + value
                 continue
-            raw = raw_table_name(table)
-            if raw and raw not in mirrored:
+            name = LEGACY_COUNTERS.get(name, name)
+            key = _counter_key(DEFINITIONS[name].labels, table)
+            if key[0] and key[0] not in realtime:
                 continue  # a deleted table: its series end with it, no stale label set stays
-            values[name][raw] = values[name].get(raw, 0) + value
+            values[name][key] = values[name].get(key, 0) + value
         for name in COUNTERS:
             definition = DEFINITIONS[name]
             family = definition.family()
-            for raw in sorted(values[name]):
-                if not raw:  # a cluster-wide count (empty table): Pinot's global meter, unlabelled
-                    family.add_sample(family.name, {}, float(values[name][raw]))
-                elif definition.labels == TABLE:
-                    family.add_metric([raw, REALTIME], float(values[name][raw]))
+            for key in sorted(values[name]):
+                if not key[0]:  # a cluster-wide count (empty table): Pinot's global meter
+                    family.add_sample(family.name, {}, float(values[name][key]))
                 else:
-                    family.add_metric([raw], float(values[name][raw]))
+                    family.add_metric(list(key), float(values[name][key]))
             yield family
         family = DEFINITIONS[REFUSED_COUNTER].family()
         for cause in sorted(refused):
@@ -542,6 +365,65 @@ class ControllerCollector(Collector):
         failing = DEFINITIONS["mirror_sync_error"].family()
         failing.add_metric([], 1 if mirror.error else 0)
         yield from (age, timestamp, duration, failing)
+
+
+def _repair_config(values: list[object]) -> dict[str, object]:
+    """The table config sections `committing_repair_allowed` reads, from query 7's JSON paths."""
+    config: dict[str, object] = {}
+    for path, value in zip(REPAIR_CONFIG_PATHS.values(), values, strict=True):
+        if value is None:
+            continue
+        node = config
+        for part in path[:-1]:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[path[-1]] = value
+    return config
+
+
+def _client_id(key: str) -> tuple[str, str, str] | None:
+    """Pinot's consumer client id `<table>_REALTIME-<topic>-<partition>` -> (raw table, topic,
+    partition); None for anything else (a bare table name)."""
+    at = key.find(REALTIME_SUFFIX + "-")
+    if at <= 0:
+        return None
+    topic, _, partition = key[at + len(REALTIME_SUFFIX) + 1 :].rpartition("-")
+    if not topic or not partition.isdigit():
+        return None
+    return key[:at], topic, partition
+
+
+def _counter_key(labels: tuple[str, ...], stored: str) -> tuple[str, ...]:
+    """The label values of a durable count stored under `stored` (a table name, raw or with its
+    type, a client id for the counters keyed by one, or "" for a cluster-wide count); the label
+    values always start with the raw table name."""
+    if labels == CLIENT:
+        parsed = _client_id(stored)
+        if parsed is not None:
+            return parsed[0], REALTIME, parsed[1], parsed[2]
+        raw = raw_table_name(stored)
+        return (raw, REALTIME, "", "") if raw else ("",)
+    raw = raw_table_name(stored)
+    if not raw:
+        return ("",)
+    return (raw, REALTIME) if labels == TABLE else (raw,)
+
+
+def _zeros(
+    labels: tuple[str, ...],
+    realtime: dict[str, tuple[str, bool]],
+    partitions: dict[str, list[int]],
+) -> dict[tuple[str, ...], int]:
+    """A 0 for every REALTIME table (every mirrored partition, for a counter keyed by client
+    id), so `increase()` sees the first count."""
+    if labels == CLIENT:
+        return {
+            (raw, REALTIME, topic, str(p)): 0
+            for raw, (topic, _pauseless) in realtime.items()
+            for p in partitions.get(raw, ())
+        }
+    if labels == TABLE:
+        return {(raw, REALTIME): 0 for raw in realtime}
+    return {(raw,): 0 for raw in realtime}
 
 
 def _controller_roles(live: list[str], state: MirrorState) -> tuple[Metric, Metric]:

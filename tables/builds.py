@@ -7,7 +7,11 @@ Contract:
   at the final key atomically, so running the same job twice leaves the same segment.
 - Every attempt is a `Job` row. An attempt whose process died (still RUNNING) is marked ABANDONED
   by the next attempt of the same work. A failure marks the row FAILED with the error and counts in
-  the durable counter `segmentBuildFailures` or `reingestionFailures`, then re-raises.
+  a durable counter under Pinot's server meter names, then re-raises: a build in
+  `segmentBuildFailure`, keyed as Pinot keys it by the consumer's client id
+  `<table>_REALTIME-<topic>-<partition>` (by the raw table name when the table config cannot be
+  read), a re-ingestion in `segmentReingestionFailure`, keyed by the raw table name
+  (`monitoring.controller_metrics` exposes both as `pinot_server_..._Count`).
 - Nothing here writes ZooKeeper: committing the segment's metadata is the completion protocol's job.
 """
 
@@ -26,7 +30,7 @@ from django.utils import timezone
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
-from tables.domain.names import LLCSegmentName, raw_table_name
+from tables.domain.names import LLCSegmentName, raw_table_name, table_name_with_type
 from tables.domain.table_config import TableConfig
 from tables.models import DurableCounter, Job
 from tables.segments.builder import (
@@ -44,11 +48,12 @@ __all__ = [
     "REINGEST_FAILURES",
     "BuildOutcome",
     "build_segment",
+    "failure_key",
     "reingest_segment",
 ]
 
-BUILD_FAILURES = "segmentBuildFailures"
-REINGEST_FAILURES = "reingestionFailures"
+BUILD_FAILURES = "segmentBuildFailure"  # Pinot's ServerMeter.SEGMENT_BUILD_FAILURE
+REINGEST_FAILURES = "segmentReingestionFailure"  # Pinot's ServerMeter.SEGMENT_REINGESTION_FAILURE
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,23 @@ def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
     )
 
 
+def failure_key(ctx: ClusterContext, counter: str, table: str, segment: str) -> str:
+    """Where a failed build or re-ingestion of `segment` counts (see the module docstring)."""
+    raw = raw_table_name(table)
+    name = LLCSegmentName.parse(segment)
+    if counter != BUILD_FAILURES or name is None:
+        return raw
+    try:
+        topic = ClusterReader(ctx).get_table_config(table).topic_name
+    except Exception:  # the failure may be that very read: count per table
+        topic = None
+    if not topic:
+        return raw
+    return f"{table_name_with_type(raw)}-{topic}-{name.partition_group_id}"
+
+
 def _run(
+    ctx: ClusterContext,
     kind: str,
     counter: str,
     table: str,
@@ -147,7 +168,7 @@ def _run(
         job.duration_ms = int((time.monotonic() - started) * 1000)
         job.finished_at = timezone.now()
         job.save()
-        DurableCounter.increment(counter, raw)
+        DurableCounter.increment(counter, failure_key(ctx, counter, table, segment))
         raise
     job.status = Job.Status.SUCCEEDED
     job.rows = result.total_docs
@@ -195,7 +216,7 @@ def build_segment(
         spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
         return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)
 
-    return _run(Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build, output_key)
+    return _run(ctx, Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build, output_key)
 
 
 def reingest_segment(
@@ -220,4 +241,4 @@ def reingest_segment(
             spark, request, redis_url, config.topic_name, name.partition_group_id, work, prefix
         )
 
-    return _run(Job.Kind.REINGEST, REINGEST_FAILURES, table, segment, task_id, build)
+    return _run(ctx, Job.Kind.REINGEST, REINGEST_FAILURES, table, segment, task_id, build)

@@ -16,8 +16,10 @@ Contract:
   (`tables.controller.llc`), `server.<instanceId>.<segment>.consumer_fails`,
   `server.<instanceId>.consumer_fails` and
   `server.any.consumer_fails` (`tables.server.consumer`), `server.<instanceId>.download_fails` and
-  `server.any.download_fails` (`tables.server.instance`); held: `server.<instanceId>.consumer_holds`
-  (`tables.server.consumer`: no consumer of that server fetches while it exists).
+  `server.any.download_fails` (`tables.server.local_segments`); held:
+  `server.<instanceId>.consumer_holds` (`tables.server.consumer`: no consumer of that server
+  fetches while it exists) and `server.<instanceId>.commit_holds` (`tables.server.committer`: its
+  committer does not send commit end while it exists).
 - This module imports neither `tables.server` nor `tables.controller`: both import it.
 """
 

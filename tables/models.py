@@ -16,7 +16,7 @@ Mirror contract:
 - `Job`: one row per attempt of a background run (a Spark segment build, a re-ingestion). An
   attempt that died with its process stays RUNNING until the next attempt of the same work marks it
   ABANDONED.
-- `DurableCounter`: monotonically increasing counts (segmentBuildFailures, reingestionFailures,
+- `DurableCounter`: monotonically increasing counts (segmentBuildFailure, segmentReingestionFailure,
   ...) per table, incremented atomically in the database, so they survive worker restarts and are
   shared by every process. `monitoring` exposes them on /metrics.
 - `AuditEntry`: one row per state-changing action, from a page or the API, allowed or refused.

@@ -24,6 +24,7 @@ from django.utils import timezone
 from console.pages import display
 from console.pages.paging import Page, paginate
 from console.pages.rows import (
+    DeepStoreRow,
     PartitionRow,
     PauseInfo,
     SegmentRow,
@@ -34,7 +35,7 @@ from console.pages.rows import (
 from monitoring import charts
 from tables.domain.doctor import Diagnosis
 from tables.mirror import read_model
-from tables.mirror.diagnose import diagnose_partition, diagnose_statuses
+from tables.mirror.diagnose import diagnose_partition, diagnose_statuses, healer_timing
 from tables.mirror.flags import table_flags
 from tables.mirror.read_model import DEFAULT_TABLE_SORT, Freshness
 from tables.models import (
@@ -53,6 +54,7 @@ __all__ = [
     "HISTORY_PER_PAGE",
     "MirrorStatus",
     "audit_log",
+    "deep_store_rows",
     "error_segments",
     "find_table",
     "instances",
@@ -238,6 +240,7 @@ class TableDetail:
     controller: str
     figures: dict[str, dict[str, Any]]
     recent_actions: list[AuditEntry] = field(default_factory=list)
+    deep_store: list[DeepStoreRow] = field(default_factory=list)  # REALTIME tables only
 
     @property
     def segment_total(self) -> int:
@@ -260,6 +263,21 @@ def _figures(table: MirroredTable, now: dt.datetime, partition: int | None = Non
         "partition", "sampled_at", "rows_per_s", "records_lag", "time_lag_ms"
     )
     return charts.ingestion_figures(list(points), now, CHART_WINDOW)
+
+
+def deep_store_rows(table: MirroredTable, now: dt.datetime) -> list[DeepStoreRow]:
+    """The table's segments not in the deep store yet (`segmentsMissingDownloadUrl`: COMMITTING,
+    or DONE with an empty download URL), oldest first, each with the healer's next step. One
+    query; two more (its healing runs, the guard) only when there are any."""
+    missing = Q(status="COMMITTING") | Q(status="DONE", download_url="")
+    found = list(table.segments.filter(missing).defer("metadata").order_by("partition", "sequence"))
+    if not found:
+        return []
+    runs = read_model.last_healing_runs([table.name]).get(table.name)
+    timing = healer_timing(_now_ms(now), read_model.max_completion_ms(), runs)
+    for segment in found:
+        segment.table = table  # no query per row
+    return [DeepStoreRow.build(segment, timing) for segment in found]
 
 
 def _controller_of(table: MirroredTable) -> str:
@@ -300,6 +318,7 @@ def table_detail(
         controller=_controller_of(table),
         figures=_figures(table, now) if with_charts else {},
         recent_actions=list(recent),
+        deep_store=deep_store_rows(table, now) if table.table_type == "REALTIME" else [],
     )
 
 

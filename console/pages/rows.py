@@ -1,7 +1,8 @@
 """View models for the pages' tables: mirror rows shaped for display, with raw numbers kept.
 
 A row keeps each raw figure (for `data-*` attributes and sorting in tests) next to its text.
-Built from rows already loaded; nothing here queries the database.
+Built from rows already loaded; nothing here queries the database (a `DeepStoreRow`'s segment
+comes with its table).
 """
 
 from __future__ import annotations
@@ -13,10 +14,19 @@ from typing import Any
 from console.pages import display
 from tables.domain import triage
 from tables.domain.doctor import Diagnosis
+from tables.domain.doctor_facts import (
+    DeepStoreStep,
+    HealerTiming,
+    clock,
+    committing_repair_allowed,
+    deep_store_step,
+)
+from tables.mirror.diagnose import segment_view
 from tables.mirror.flags import TableFlags, under_replicated
 from tables.models import AuditEntry, MirroredSegment, MirroredTable, PartitionStatus
 
 __all__ = [
+    "DeepStoreRow",
     "PartitionRow",
     "PauseInfo",
     "ReplicaRow",
@@ -370,3 +380,51 @@ def replica_comparison(segment: MirroredSegment) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class DeepStoreRow:
+    """A segment not in the deep store yet (COMMITTING, or DONE without a download URL): since
+    when (its metadata's last write: commit start, or commit end for a peer-download commit),
+    its replicas, and what the healer does next about it and when (`doctor_facts.DeepStoreStep`)."""
+
+    segment: MirroredSegment
+    step: DeepStoreStep
+    now_ms: int
+
+    @classmethod
+    def build(cls, segment: MirroredSegment, timing: HealerTiming) -> DeepStoreRow:
+        """`segment.table` loaded: its pauseless flag and config decide the step."""
+        table = segment.table
+        step = deep_store_step(
+            segment_view(segment),
+            pauseless=table.pauseless,
+            repair_allowed=committing_repair_allowed(table.config or {}),
+            timing=timing,
+        )
+        return cls(segment, step, timing.now_ms)
+
+    @property
+    def since(self) -> dt.datetime | None:
+        return display.epoch_ms(self.segment.metadata_mtime_ms)
+
+    @property
+    def since_text(self) -> str:
+        mtime = self.segment.metadata_mtime_ms
+        if mtime is None:
+            return display.NONE
+        return f"{clock(mtime, self.now_ms)} ({display.millis(self.now_ms - mtime)} ago)"
+
+    @property
+    def status_text(self) -> str:
+        if self.segment.status == "COMMITTING":
+            return "COMMITTING"
+        return "DONE, no download URL (peer download)"
+
+    @property
+    def replicas(self) -> list[dict[str, Any]]:
+        return replica_comparison(self.segment)
+
+    @property
+    def due_text(self) -> str:
+        return self.step.when or "no automatic step"

@@ -25,7 +25,11 @@ Contract:
   ranges below the segment's start offset), and a commit that succeeds with loss adds 1 to the
   table's durable counter `llcStreamDataLoss` and logs the ranges.
 - segmentStoppedConsuming is logged with the server's reason (why it gave up).
-- Pauseless tables are refused at commit start with FAILED for now (§6.3 is not implemented yet).
+- Pauseless tables (§5.7, §6.3): commit start runs `LLCSegmentManager.
+  commit_segment_metadata_to_committing` (COMMITTING, next segment, IdealState) before answering
+  COMMIT_CONTINUE; commit end resolves the segment file as above and runs
+  `commit_segment_metadata_to_done` (COMMITTING -> DONE, refused past the completion-time guard).
+  A failure of either answers FAILED and aborts the FSM.
 - Only real replicas are believed (`tables.domain.completion_trust`): the endpoints call
   `authenticate` with the request's Authorization header before anything else, and every call is
   checked (live instance, replica of the segment in the IdealState, offset not past the stream's
@@ -85,15 +89,17 @@ class _Actions:
         self.files: SegmentFiles | None = None
         self.row_count = -1
         self.lost_offsets: tuple[tuple[int, int], ...] = ()
+        self.next_segment: str | None = None  # made by a pauseless commit start
 
-    def commit_metadata(
-        self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
-    ) -> None:
+    def _committed_segment(
+        self, offset: int, location: str, metadata: Mapping[str, str]
+    ) -> CommittingSegment:
+        """The committer's built segment (commit end), its file resolved to a download URL."""
         if self.files is None:
             raise ValueError("commit end without metadata.properties and creation.meta")
         meta = self.files.metadata
         download_url = self.manager.commit_segment_file(self.table, self.segment, location)
-        committing = CommittingSegment(
+        return CommittingSegment(
             segment_name=self.segment,
             end_offset=offset,
             total_docs=int(meta.get("segment.total.docs", "0")),
@@ -106,15 +112,25 @@ class _Actions:
             row_count=self.row_count,
             lost_offsets=self.lost_offsets,
         )
+
+    def commit_metadata(
+        self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
+    ) -> None:
+        committing = self._committed_segment(offset, location, metadata)
         LLCSegmentManager(self.manager.ctx()).commit_segment_metadata(self.table, committing)
 
     def commit_to_committing(self, instance: str, offset: int) -> None:
-        raise NotImplementedError("pauseless commit (COMMITTING) is not implemented yet")
+        self.next_segment = LLCSegmentManager(
+            self.manager.ctx()
+        ).commit_segment_metadata_to_committing(self.table, self.segment, offset, self.row_count)
 
     def commit_to_done(
         self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
     ) -> None:
-        raise NotImplementedError("pauseless commit (COMMITTING -> DONE) is not implemented yet")
+        committing = self._committed_segment(offset, location, metadata)
+        LLCSegmentManager(self.manager.ctx()).commit_segment_metadata_to_done(
+            self.table, committing, self.next_segment
+        )
 
     def stopped_consuming(self, instance: str, offset: int, reason: str | None) -> None:
         LLCSegmentManager(self.manager.ctx()).segment_stopped_consuming(

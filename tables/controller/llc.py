@@ -21,6 +21,21 @@ If step 3 fails or the next segment did not make it into the IdealState (a pause
 commit), step 2's metadata is deleted again. A crash between steps leaves a state the healing
 manager repairs (§7.3); nothing committed is lost.
 
+The pauseless commit (§6.3, Pinot's commitSegmentMetadataToCommitting / ToDone) runs the same
+steps split over the two calls of the committer:
+- `commit_segment_metadata_to_committing` (commit start, before the build): step 0 adds the
+  segment to the listField `committingSegments` of `/PROPERTYSTORE/PAUSELESS_DEBUG_METADATA/<table>`
+  (compare-and-set, created when missing; a failure is only logged); step 1 is IN_PROGRESS ->
+  COMMITTING with `segment.realtime.endOffset` and nothing else; steps 2 and 3 are the blocking
+  commit's (same guard, same clean-up of step 2, same fault points), so the replicas start
+  consuming the next segment at once. The flush updater sizes the next segment without learning
+  (the committing segment's size is not known yet).
+- `commit_segment_metadata_to_done` (commit end, after build and upload): refused
+  (CommitRejected) when the guard trips; else COMMITTING -> DONE with exactly the facts the
+  blocking step 1 writes (lost offsets included), the segment leaves `committingSegments`
+  (best effort), the flush updater learns from it, and the same "committed <segment> at offset
+  <n>" line is logged.
+
 Flush thresholds (§6.6) come from one updater per table and topic, kept in this process's memory
 (as in Pinot: a new lead controller starts learning again). It is made again when the table
 config's flush settings change (`PUT /tables/{t}`), so the next segment uses the new thresholds;
@@ -33,6 +48,7 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Self
 
 from tables import faults
 from tables.cluster.context import ClusterContext
@@ -53,18 +69,29 @@ from tables.domain.ledger import LOST_OFFSETS_KEY, format_offset_ranges, parse_o
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import TableConfig
+from tables.domain.znrecord import ZNRecord
 from tables.streams.base import StreamError, provider_for
 from tables.zk.errors import NodeExists, NoNode
+from tables.zk.interface import ZkStore
 from tables.zk.records import create_record, read_record, update_record
 
 from .healing_errors import ErrorRepairer
 from .resources import ResourceManager
 from .segment_cleanup import drop_unless_in_idealstate
 
-__all__ = ["CommitRejected", "CommittingSegment", "LLCSegmentManager"]
+__all__ = [
+    "COMMITTING_SEGMENTS",
+    "CommitRejected",
+    "CommittingSegment",
+    "LLCSegmentManager",
+    "committing_segments",
+]
 
 log = logging.getLogger(__name__)
 
+
+#: listField of /PROPERTYSTORE/PAUSELESS_DEBUG_METADATA/<table> (Pinot's LLCM.COMMITTING_SEGMENTS)
+COMMITTING_SEGMENTS = "committingSegments"
 
 _updaters_lock = threading.Lock()
 # (table, topic) -> (the flush settings it was made for, the updater)
@@ -88,6 +115,12 @@ class CommittingSegment:
     force_commit: bool = False
     # [start, end) ranges the stream dropped before the committer read them (streamDataLoss)
     lost_offsets: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def at_commit_start(cls, segment: str, end_offset: int, row_count: int = -1) -> Self:
+        """What a pauseless commit start knows: the end offset (and the rows consumed), nothing
+        built yet (-1, as Pinot's descriptor has segment size -1 then)."""
+        return cls(segment, end_offset, -1, -1, -1, -1, -1, -1, "", row_count=row_count)
 
 
 def flush_updater(table: str, topic: str, stream_config: dict[str, str]) -> FlushThresholdUpdater:
@@ -118,6 +151,51 @@ def _lost_offsets_custom(
                 f"segment's range [{current.start_offset}, {committing.end_offset})"
             )
     return {LOST_OFFSETS_KEY: format_offset_ranges(committing.lost_offsets)}
+
+
+def _log_committed(segment: str, end_offset: int, next_segment: str | None) -> None:
+    """The line both commits log once the segment is DONE."""
+    log.info(
+        "committed %s at offset %s (next: %s)",
+        segment,
+        end_offset,
+        next_segment if next_segment is not None else "none",
+    )
+
+
+def committing_segments(ctx: ClusterContext, table: str) -> list[str]:
+    """The table's `committingSegments` (PAUSELESS_DEBUG_METADATA); [] when there is none.
+    `table` is the name with type."""
+    found = read_record(ctx.client, ctx.paths.pauseless_debug(table))
+    return list(found.record.list_fields.get(COMMITTING_SEGMENTS, [])) if found else []
+
+
+def _change_committing(zk: ZkStore, table: str, path: str, segment: str, add: bool) -> None:
+    """Add `segment` to (or remove it from) the committing list at `path`, compare-and-set;
+    the znode (id: the table name with type) is created on the first add."""
+
+    def change(record):
+        current = record.list_fields.get(COMMITTING_SEGMENTS, [])
+        if (segment in current) == add:
+            return None
+        out = record.copy()
+        out.list_fields[COMMITTING_SEGMENTS] = (
+            [*current, segment] if add else [s for s in current if s != segment]
+        )
+        return out
+
+    for _ in range(3):  # the znode may be created (or deleted) by someone else meanwhile
+        try:
+            update_record(zk, path, change)
+            return
+        except NoNode:
+            if not add:
+                return
+        record = change(ZNRecord(id=table))
+        with contextlib.suppress(NodeExists):
+            create_record(zk, path, record)
+            return
+    raise RuntimeError(f"{path}: created and deleted concurrently, {segment} not recorded")
 
 
 class LLCSegmentManager:
@@ -165,23 +243,65 @@ class LLCSegmentManager:
         self._learn(config, done, committing)
         next_meta, next_replicas = self._step2_next_segment(config, name, committing, done)
         faults.exit_if("controller.commit.after_step2")
-        try:
-            added = self._step3_idealstate(config, committing, next_meta, next_replicas, meta_path)
-        except Exception:
-            self._drop_next(table, next_meta)
-            raise
-        if next_meta is not None and not added:
-            self._drop_next(table, next_meta)
-            next_meta = None
-        log.info(
-            "committed %s at offset %s (next: %s)",
-            committing.segment_name,
-            committing.end_offset,
-            next_meta.segment_name if next_meta is not None else "none",
-        )
-        return None if next_meta is None else next_meta.segment_name
+        next_name = self._step3_or_drop(config, committing, next_meta, next_replicas, meta_path)
+        _log_committed(committing.segment_name, committing.end_offset, next_name)
+        return next_name
 
-    def _step1_mark_done(self, path: str, committing: CommittingSegment) -> SegmentZKMetadata:
+    # --- pauseless commit (§6.3) ---------------------------------------------------------------
+    def commit_segment_metadata_to_committing(
+        self, table: str, segment: str, end_offset: int, row_count: int = -1
+    ) -> str | None:
+        """Pauseless commit start (steps 0 to 3, see the module docstring); returns the next
+        segment's name (None when none was made). CommitRejected as `commit_segment_metadata`."""
+        config = self.resources.get_table_config(table)
+        table = config.table_name_with_type
+        name = LLCSegmentName.parse(segment)
+        if name is None:
+            raise CommitRejected(f"{segment} is not an LLC segment name")
+        meta_path = self.paths.segment(table, segment)
+        committing = CommittingSegment.at_commit_start(segment, end_offset, row_count)
+
+        self._add_committing(table, segment)
+        current = self._step1_mark_committing(meta_path, committing)
+        faults.exit_if("controller.commit.after_step1")
+        next_meta, next_replicas = self._step2_next_segment(config, name, committing, current)
+        faults.exit_if("controller.commit.after_step2")
+        next_name = self._step3_or_drop(config, committing, next_meta, next_replicas, meta_path)
+        log.info(
+            "%s is COMMITTING at offset %s (next: %s)", segment, end_offset, next_name or "none"
+        )
+        return next_name
+
+    def commit_segment_metadata_to_done(
+        self, table: str, committing: CommittingSegment, next_segment: str | None = None
+    ) -> None:
+        """Pauseless commit end: COMMITTING -> DONE (see the module docstring). `next_segment`
+        (what commit start made) only goes into the log line. CommitRejected when the guard
+        trips, the segment is not COMMITTING or the lost offsets do not fit."""
+        config = self.resources.get_table_config(table)
+        table = config.table_name_with_type
+        segment = committing.segment_name
+        meta_path = self.paths.segment(table, segment)
+        self._refuse_if_too_late(meta_path, segment)
+        done = self._step1_mark_done(meta_path, committing, SegmentStatus.COMMITTING)
+        try:
+            _change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, False)
+        except Exception:
+            log.exception("%s: cannot remove it from %s", segment, COMMITTING_SEGMENTS)
+        self._learn(config, done, committing)
+        if not committing.download_url:
+            log.warning("%s: committed without a deep-store copy (download URL empty)", segment)
+        _log_committed(segment, committing.end_offset, next_segment)
+
+    def _add_committing(self, table: str, segment: str) -> None:
+        """Step 0 of a pauseless commit start; a failure is only logged."""
+        try:
+            _change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, True)
+        except Exception:
+            log.exception("%s: cannot add it to %s", segment, COMMITTING_SEGMENTS)
+
+    def _step1_mark_committing(self, path: str, committing: CommittingSegment) -> SegmentZKMetadata:
+        """IN_PROGRESS -> COMMITTING + end offset, compare-and-set; returns the new metadata."""
         result: dict[str, SegmentZKMetadata] = {}
 
         def mark(record):
@@ -189,6 +309,32 @@ class LLCSegmentManager:
             if current.status != SegmentStatus.IN_PROGRESS:
                 raise CommitRejected(
                     f"{committing.segment_name} is {current.status}, not IN_PROGRESS"
+                )
+            result["meta"] = current.mark_committing(str(committing.end_offset))
+            return result["meta"].to_znrecord()
+
+        try:
+            update_record(self.zk, path, mark)
+        except NoNode:
+            raise CommitRejected(f"{committing.segment_name} has no metadata") from None
+        return result["meta"]
+
+    # --- the steps -----------------------------------------------------------------------------
+    def _step1_mark_done(
+        self,
+        path: str,
+        committing: CommittingSegment,
+        expected: SegmentStatus = SegmentStatus.IN_PROGRESS,
+    ) -> SegmentZKMetadata:
+        """`expected` (IN_PROGRESS, or COMMITTING for a pauseless commit end) -> DONE with the
+        built segment's facts, compare-and-set."""
+        result: dict[str, SegmentZKMetadata] = {}
+
+        def mark(record):
+            current = SegmentZKMetadata.from_znrecord(record)
+            if current.status != expected:
+                raise CommitRejected(
+                    f"{committing.segment_name} is {current.status}, not {expected}"
                 )
             custom = _lost_offsets_custom(current, committing)
             done = current.mark_done(
@@ -246,6 +392,37 @@ class LLCSegmentManager:
         )
         return meta, replicas
 
+    def _refuse_if_too_late(self, meta_path: str, segment: str) -> None:
+        """The MAX_SEGMENT_COMPLETION_TIME guard (§6.5) on the metadata znode's mtime."""
+        stat = self.zk.exists(meta_path)
+        limit = self.max_completion_time_ms()
+        if stat is None or self.ctx.now_ms() > stat.mtime + limit:
+            raise CommitRejected(
+                f"{segment}: commit took longer than {limit} ms "
+                "(MAX_SEGMENT_COMPLETION_TIME); the healing manager repairs it"
+            )
+
+    def _step3_or_drop(
+        self,
+        config: TableConfig,
+        committing: CommittingSegment,
+        next_meta: SegmentZKMetadata | None,
+        next_replicas: list[str],
+        meta_path: str,
+    ) -> str | None:
+        """Step 3; step 2's metadata is dropped again when step 3 fails (re-raised) or the next
+        segment did not make it into the IdealState. Returns the next segment's name or None."""
+        table = config.table_name_with_type
+        try:
+            added = self._step3_idealstate(config, committing, next_meta, next_replicas, meta_path)
+        except Exception:
+            self._drop_next(table, next_meta)
+            raise
+        if next_meta is not None and not added:
+            self._drop_next(table, next_meta)
+            return None
+        return None if next_meta is None else next_meta.segment_name
+
     def _step3_idealstate(
         self,
         config: TableConfig,
@@ -254,13 +431,7 @@ class LLCSegmentManager:
         next_replicas: list[str],
         meta_path: str,
     ) -> bool:
-        stat = self.zk.exists(meta_path)
-        limit = self.max_completion_time_ms()
-        if stat is None or self.ctx.now_ms() > stat.mtime + limit:
-            raise CommitRejected(
-                f"{committing.segment_name}: commit took longer than {limit} ms "
-                "(MAX_SEGMENT_COMPLETION_TIME); the healing manager repairs it"
-            )
+        self._refuse_if_too_late(meta_path, committing.segment_name)
         next_name = None if next_meta is None else next_meta.segment_name
         added: dict[str, bool] = {}
 

@@ -239,6 +239,7 @@ class ResourceManager(ClusterReader):
         self._delete(self.paths.segments(table), recursive=True)
         self._delete(self.paths.table_config(table))
         self._delete(self.paths.instance_partitions(f"{raw_table_name(table)}_CONSUMING"))
+        self._delete(self.paths.pauseless_debug(table))
 
         def drop_broker_entry(record):
             if table not in record.map_fields:

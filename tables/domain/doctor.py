@@ -52,9 +52,10 @@ from tables.domain.doctor_facts import (
     outlook,
     repair_text,
     wait_text,
+    when_due,
+    when_waiting,
 )
 from tables.domain.healing import ErrorRepair, ErrorRepairKind, RepairKind, Wait
-from tables.domain.triage import format_duration
 
 __all__ = [
     "ACTION_LABELS",
@@ -122,21 +123,10 @@ class _Doctor:
         return Evidence(source, text, at_ms, self.at(at_ms))
 
     def when_due(self) -> str:
-        if self.timing.mirror_triggers:
-            return (
-                "on its next run, within seconds (the mirror sync requests one when it sees this)"
-            )
-        if self.timing.next_run_ms is not None:
-            return f"on its next scheduled run at {self.at(self.timing.next_run_ms)}"
-        return "on its next run"
+        return when_due(self.timing)
 
     def when_waiting(self, until_ms: int) -> str:
-        text = f"at {self.at(until_ms)} (guard: max.segment.completion.time.millis "
-        text += f"{format_duration(self.timing.max_completion_ms)} after the metadata was written)"
-        next_run = self.timing.next_run_ms
-        if not self.timing.mirror_triggers and next_run is not None and next_run > until_ms:
-            text += f", on its scheduled run at {self.at(next_run)}"
-        return text
+        return when_waiting(self.timing, until_ms)
 
     # --- evidence chains --------------------------------------------------------------------
     def segment_chain(self, segment: SegmentView | None) -> list[Evidence]:

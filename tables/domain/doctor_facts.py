@@ -5,16 +5,31 @@ Part of `tables.domain.doctor` (read its docstring): `SegmentView`, `ReplicaRepo
 the healer's settings; `Evidence` and `Diagnosis` what the doctor answers. `outlook(...)` runs the
 healer's own decisions (`tables.domain.healing.plan_consuming_repairs` and `plan_error_repairs`)
 over mirrored segments; `Outlook.due()` lists the repairs a run would make now.
-`clock(ms, now_ms)` writes a time as the doctor does (UTC); `repair_text` / `wait_text` say in a
-few words what a repair (or one held back by its guard) changes; `custom_map` reads a segment's
-custom.map as the mirror keeps it.
+`clock(ms, now_ms)` writes a time as the doctor does (UTC); `when_due` / `when_waiting` say when
+the healer acts; `repair_text` / `wait_text` say in a few words what a repair (or one held back by
+its guard) changes; `custom_map` reads a segment's custom.map as the mirror keeps it.
+
+Segments without a deep-store copy (pauseless consumption, round 2 §B.4, §B.5, §A.6, §C.4):
+`missing_download_url(status, url)` is the console's `segmentsMissingDownloadUrl` rule (COMMITTING,
+or DONE with an empty `segment.download.url`: a peer-download commit); `committing_repair_allowed`
+is Pinot's `allowRepairOfCommittingSegments` (the table's `disasterRecoveryMode` is ALWAYS, or it
+is neither partial upsert nor dedup); `deep_store_step(segment, ...)` says what the healer does
+next about such a segment and when, in the healer's order: every replica ERROR and COMMITTING ->
+re-ingestion from the stream (no guard), or nothing at all when the DR mode forbids it
+(unrecoverable); a pauseless table's segment within `max.segment.completion.time.millis` of its
+metadata write -> wait for the commit to end; past it, COMMITTING with a CONSUMING replica in the
+IdealState (the controller stopped after commit start) -> the consuming repair; an ONLINE
+replica -> that server uploads its copy (`uploadCommittedSegment`); ERROR replicas -> reset; else
+no server can give it (the upload waits). The mirror sync requests healer runs for consuming
+repairs and ERROR resets (`tables.mirror.diagnose.due_repairs`), not for uploads: an upload is
+due on the next scheduled run.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -30,11 +45,14 @@ from tables.domain.healing import (
     plan_error_repairs,
 )
 from tables.domain.names import LLCSegmentName
+from tables.domain.stream_config import DisasterRecoveryMode, disaster_recovery_mode
+from tables.domain.triage import format_duration
 
 __all__ = [
     "ACTION_LABELS",
     "DEFAULT_MAX_COMPLETION_MS",
     "Action",
+    "DeepStoreStep",
     "Diagnosis",
     "Evidence",
     "HealerTiming",
@@ -43,15 +61,22 @@ __all__ = [
     "ReplicaReport",
     "SegmentView",
     "Source",
+    "StoreStep",
     "clock",
+    "committing_repair_allowed",
     "custom_map",
+    "deep_store_step",
+    "missing_download_url",
     "outlook",
     "repair_text",
     "wait_text",
+    "when_due",
+    "when_waiting",
 ]
 
 DEFAULT_MAX_COMPLETION_MS = DEFAULT_MAX_SEGMENT_COMPLETION_TIME_MS  # the guard's default
-ERROR = "ERROR"
+ERROR, ONLINE, CONSUMING = "ERROR", "ONLINE", "CONSUMING"
+COMMITTING, DONE = "COMMITTING", "DONE"
 
 
 class Source(StrEnum):
@@ -204,6 +229,25 @@ def clock(ms: int, now_ms: int) -> str:
     return moment.strftime(shape)
 
 
+def when_due(timing: HealerTiming) -> str:
+    """When the healer makes a repair that is due now."""
+    if timing.mirror_triggers:
+        return "on its next run, within seconds (the mirror sync requests one when it sees this)"
+    if timing.next_run_ms is not None:
+        return f"on its next scheduled run at {clock(timing.next_run_ms, timing.now_ms)}"
+    return "on its next run"
+
+
+def when_waiting(timing: HealerTiming, until_ms: int) -> str:
+    """When the healer makes a repair its guard holds back until `until_ms`."""
+    text = f"at {clock(until_ms, timing.now_ms)} (guard: max.segment.completion.time.millis "
+    text += f"{format_duration(timing.max_completion_ms)} after the metadata was written)"
+    next_run = timing.next_run_ms
+    if not timing.mirror_triggers and next_run is not None and next_run > until_ms:
+        text += f", on its scheduled run at {clock(next_run, timing.now_ms)}"
+    return text
+
+
 # --- what the healer would do -----------------------------------------------------------------
 
 
@@ -329,3 +373,149 @@ def repair_text(repair: Repair) -> str:
     if kind is RepairKind.PARTIAL_OFFLINE:
         return f"{', '.join(repair.to_consuming)} go back to CONSUMING"
     return repair.reason
+
+
+# --- segments without a deep-store copy (pauseless) -------------------------------------------
+
+
+def missing_download_url(status: str, download_url: str | None) -> bool:
+    """The console's `segmentsMissingDownloadUrl` rule: a COMMITTING segment (pauseless, between
+    commit start and commit end), or a DONE one whose download URL is empty (a peer-download
+    commit waiting for the deep-store upload repair)."""
+    return status == COMMITTING or (status == DONE and not download_url)
+
+
+def committing_repair_allowed(config: Mapping[str, object]) -> bool:
+    """Pinot's `allowRepairOfCommittingSegments` for a table config in REST form: its
+    `streamIngestionConfig.disasterRecoveryMode` is ALWAYS, or it is neither a partial-upsert
+    (`upsertConfig.mode` PARTIAL) nor a dedup (`dedupConfig.dedupEnabled`) table."""
+    ingestion = config.get("ingestionConfig")
+    always = DisasterRecoveryMode.ALWAYS
+    if isinstance(ingestion, Mapping) and disaster_recovery_mode(ingestion) is always:
+        return True
+    upsert = config.get("upsertConfig")
+    partial = isinstance(upsert, Mapping) and str(upsert.get("mode") or "").upper() == "PARTIAL"
+    dedup = config.get("dedupConfig")
+    deduped = isinstance(dedup, Mapping) and dedup.get("dedupEnabled") in (True, "true")
+    return not (partial or deduped)
+
+
+class StoreStep(StrEnum):
+    """What the healer does next about a segment missing its download URL."""
+
+    WAIT_COMMIT = "waitCommit"  # within the guard: the commit may still end by itself
+    CONSUMING_REPAIR = "commitStoppedAfterCommitStart"  # CONSUMING in the IdealState, past it
+    UPLOAD = "uploadCommittedSegment"  # a server with the segment ONLINE uploads its copy
+    REINGEST = "reingest"  # every replica ERROR: rebuilt from the stream
+    UNRECOVERABLE = "unrecoverable"  # every replica ERROR, and the DR mode forbids a repair
+    RESET = "errorReset"  # some replicas ERROR: reset, they download it again
+    NO_SOURCE = "noServerHasIt"  # no replica ONLINE to upload from
+    NOT_AUTOMATIC = "notAutomatic"  # the healer may not repair ERROR segments (autoReset off)
+
+
+@dataclass(frozen=True)
+class DeepStoreStep:
+    """`step` in words (`text`), and when: `due_ms` (None: nothing automatic) and `when`."""
+
+    step: StoreStep
+    text: str
+    due_ms: int | None = None
+    when: str = ""
+
+    @property
+    def automatic(self) -> bool:
+        return self.due_ms is not None
+
+
+def _servers(states: Mapping[str, str], wanted: str) -> list[str]:
+    return sorted(server for server, state in states.items() if state == wanted)
+
+
+def _error_step(
+    segment: SegmentView, pauseless: bool, repair_allowed: bool, timing: HealerTiming
+) -> DeepStoreStep:
+    """A COMMITTING segment with every replica in ERROR (no server has it: §A.6 case a)."""
+    if not repair_allowed:
+        mode = "DEFAULT mode" if pauseless else "this table"
+        return DeepStoreStep(
+            StoreStep.UNRECOVERABLE,
+            f"unrecoverable in {mode}: a partial-upsert or dedup table's COMMITTING segment is "
+            "not repaired automatically (disasterRecoveryMode DEFAULT); set it to ALWAYS to "
+            "re-ingest, or delete the partition's segments from this one on",
+        )
+    if not timing.error_auto_reset:
+        return DeepStoreStep(
+            StoreStep.NOT_AUTOMATIC,
+            "re-ingestion from the stream, but the healer repairs no ERROR segment while "
+            "controller.segment.error.autoReset is off: re-ingest it by hand",
+        )
+    offsets = f"[{segment.start_offset or '?'}, {segment.end_offset or '?'})"
+    return DeepStoreStep(
+        StoreStep.REINGEST,
+        f"re-ingest offsets {offsets} from the stream on one of its servers "
+        "(POST /reingestSegment), then reset the replicas: they download the rebuilt segment",
+        timing.now_ms,
+        when_due(timing),
+    )
+
+
+def deep_store_step(
+    segment: SegmentView, *, pauseless: bool, repair_allowed: bool, timing: HealerTiming
+) -> DeepStoreStep:
+    """What the healer does next about `segment` (COMMITTING, or DONE without a download URL)
+    and when; see the module docstring for the order. `repair_allowed`:
+    `committing_repair_allowed` of the table's config."""
+    ev = segment.external
+    if segment.status == COMMITTING and ev and all(s == ERROR for s in ev.values()):
+        return _error_step(segment, pauseless, repair_allowed, timing)
+    stopped = segment.status == COMMITTING and CONSUMING in segment.ideal.values()
+    # The mirror requests healer runs for consuming repairs and ERROR resets, not for uploads:
+    # those wait for the scheduled run.
+    scheduled = timing if stopped else replace(timing, mirror_triggers=False)
+    guard_end = (segment.mtime_ms or 0) + timing.max_completion_ms
+    if pauseless and timing.now_ms < guard_end:
+        return DeepStoreStep(
+            StoreStep.WAIT_COMMIT,
+            f"waits until {clock(guard_end, timing.now_ms)}: the commit may still end by itself "
+            "(the committer builds and uploads it, then commit end fills the download URL)",
+            guard_end,
+            when_waiting(scheduled, guard_end),
+        )
+    due, when = timing.now_ms, when_due(timing)
+    if stopped:
+        return DeepStoreStep(
+            StoreStep.CONSUMING_REPAIR,
+            "the controller stopped after commit start: it goes ONLINE and a new segment starts "
+            f"at its end offset {segment.end_offset or '?'}",
+            due,
+            when,
+        )
+    if segment.status == COMMITTING and not pauseless:
+        return DeepStoreStep(
+            StoreStep.NO_SOURCE,
+            "COMMITTING in a table without pauseless consumption: the healer repairs it only "
+            "once every replica is ERROR (re-ingestion)",
+        )
+    online = _servers(ev, ONLINE)
+    if online:
+        return DeepStoreStep(
+            StoreStep.UPLOAD,
+            f"ask {' or '.join(online)} (picked at random) to upload its copy "
+            "(POST /segments/<table>/<segment>/uploadCommittedSegment), then fill the download URL",
+            due,
+            when_due(scheduled),
+        )
+    errors = _servers(ev, ERROR)
+    if errors and timing.error_auto_reset:
+        return DeepStoreStep(
+            StoreStep.RESET,
+            f"reset {', '.join(errors)} (to OFFLINE, then back to the IdealState: they fetch "
+            "it again); the upload waits for an ONLINE replica",
+            due,
+            when,
+        )
+    return DeepStoreStep(
+        StoreStep.NO_SOURCE,
+        "waits: no replica is ONLINE to upload its copy from (the upload repair retries on "
+        "every run)",
+    )

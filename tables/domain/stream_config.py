@@ -15,13 +15,18 @@ Contract:
   needs the replication, so it stays with the caller (see `pauseless_enabled`).
 - `stream_value`, `is_flag`, `truthy` and `is_timestamp` read JSON values as Pinot's string maps
   and boolean flags do; the table config module shares them.
+- `disaster_recovery_mode` reads `streamIngestionConfig.disasterRecoveryMode` (Pinot's enum
+  `DisasterRecoveryMode`: `ALWAYS` or `DEFAULT`, exactly as written; absent or null is `DEFAULT`);
+  `check_streams` refuses any other value.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from tables.domain.flush import (
@@ -41,6 +46,7 @@ from tables.domain.flush import (
 )
 
 __all__ = [
+    "DISASTER_RECOVERY_MODE",
     "LEGACY_STREAM_CONFIGS",
     "OFFSET_RESET",
     "PAUSELESS",
@@ -48,7 +54,9 @@ __all__ = [
     "STREAM_INGESTION",
     "STREAM_TYPE",
     "TOPIC",
+    "DisasterRecoveryMode",
     "check_streams",
+    "disaster_recovery_mode",
     "is_flag",
     "is_timestamp",
     "pauseless_enabled",
@@ -65,6 +73,7 @@ OFFSET_RESET = "consumer.prop.auto.offset.reset"
 STREAM_INGESTION = "streamIngestionConfig"
 STREAM_CONFIG_MAPS = "streamConfigMaps"
 PAUSELESS = "pauselessConsumptionEnabled"
+DISASTER_RECOVERY_MODE = "disasterRecoveryMode"
 LEGACY_STREAM_CONFIGS = "streamConfigs"
 
 _ROWS_KEYS = (FLUSH_THRESHOLD_ROWS, *FLUSH_THRESHOLD_ROWS_LEGACY)
@@ -119,6 +128,34 @@ def pauseless_enabled(ingestion: Mapping[str, Any]) -> bool:
     """`ingestionConfig.streamIngestionConfig.pauselessConsumptionEnabled` is true."""
     stream_ingestion = ingestion.get(STREAM_INGESTION)
     return isinstance(stream_ingestion, dict) and truthy(stream_ingestion.get(PAUSELESS))
+
+
+class DisasterRecoveryMode(StrEnum):
+    """Pinot's `DisasterRecoveryMode`: whether the healer may repair (re-ingest, reset) COMMITTING
+    segments of partial-upsert and dedup tables (`ALWAYS`) or leaves them alone (`DEFAULT`)."""
+
+    ALWAYS = "ALWAYS"
+    DEFAULT = "DEFAULT"
+
+
+def disaster_recovery_mode(ingestion: Mapping[str, Any]) -> DisasterRecoveryMode:
+    """`ingestionConfig.streamIngestionConfig.disasterRecoveryMode`; DEFAULT when absent, null or
+    not one of the enum's names (`check_streams` refuses those)."""
+    stream_ingestion = ingestion.get(STREAM_INGESTION)
+    value = (
+        stream_ingestion.get(DISASTER_RECOVERY_MODE) if isinstance(stream_ingestion, dict) else None
+    )
+    if isinstance(value, str) and value in DisasterRecoveryMode.__members__:
+        return DisasterRecoveryMode(value)
+    return DisasterRecoveryMode.DEFAULT
+
+
+def _disaster_recovery_problem(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and value in DisasterRecoveryMode.__members__):
+        return None
+    names = ", ".join(mode.value for mode in DisasterRecoveryMode)
+    shown = f"'{value}'" if isinstance(value, str) else json.dumps(value)
+    return f"streamIngestionConfig.disasterRecoveryMode must be one of [{names}], got {shown}"
 
 
 def _optional(parse: Callable[[str], Any], text: str) -> Any:
@@ -253,6 +290,9 @@ def _check_locations(
         problems.append("tableIndexConfig.streamConfigs must be a JSON object")
     if not is_flag(sic.get(PAUSELESS)):
         problems.append("streamIngestionConfig.pauselessConsumptionEnabled must be true or false")
+    recovery = _disaster_recovery_problem(sic.get(DISASTER_RECOVERY_MODE))
+    if recovery:
+        problems.append(recovery)
 
     if isinstance(stream_ingestion, dict) and isinstance(legacy, dict) and legacy:
         problems.append(

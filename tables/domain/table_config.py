@@ -6,10 +6,12 @@ Contract:
   every problem found (one sentence each). It applies the structural checks and the rules of
   Pinot's `TableConfigUtils` that the real-time control plane depends on (reference §3.3); the
   time-column check needs `schema`. Whether the stream type is installed here is the service's
-  business. `for_write=True` (a create or update by this control plane) also refuses what Pinot
-  accepts but this control plane cannot run yet: `pauselessConsumptionEnabled: true`
-  (`PAUSELESS_NOT_AVAILABLE`). Configs read back from ZooKeeper (written by a real Pinot, say) are
-  parsed without it, so a pauseless table made elsewhere is still shown as pauseless.
+  business. Pauseless tables (`streamIngestionConfig.pauselessConsumptionEnabled: true`) are
+  accepted with Pinot's rules: with replication > 1 `segmentsConfig.peerSegmentDownloadScheme`
+  must be http or https, and only one stream config. `streamIngestionConfig.disasterRecoveryMode`
+  must be `ALWAYS` or `DEFAULT` (Pinot's enum; absent means `DEFAULT`,
+  `TableConfig.disaster_recovery_mode`). `for_write=True` (a create or update by this control
+  plane) refuses nothing more today; it stays for what this control plane may not run one day.
 - `TableConfig.rest` is the normalised REST form: a deep copy of the input where `tableName` carries
   the type suffix ("myTable" -> "myTable_REALTIME"), `tableType` is upper case and `isDimTable` /
   `isMaterializedView` are booleans (default false). Everything else is kept exactly as written.
@@ -39,7 +41,9 @@ from tables.domain.stream_config import (
     STREAM_INGESTION,
     STREAM_TYPE,
     TOPIC,
+    DisasterRecoveryMode,
     check_streams,
+    disaster_recovery_mode,
     is_flag,
     is_timestamp,
     pauseless_enabled,
@@ -53,11 +57,11 @@ __all__ = [
     "DEDUP_CONFIG", "DEFAULT_OFFSET_RESET", "DEFAULT_TENANT", "DESCRIPTION",
     "DIMENSION_TABLE_CONFIG", "FIELD_CONFIG_LIST", "INGESTION_CONFIG",
     "INSTANCE_ASSIGNMENT_CONFIG_MAP", "INSTANCE_PARTITIONS_MAP", "IS_DIM_TABLE",
-    "IS_MATERIALIZED_VIEW", "METADATA", "OFFLINE", "PAUSELESS_NOT_AVAILABLE", "QUERY", "QUOTA",
-    "REALTIME", "ROUTING",
+    "IS_MATERIALIZED_VIEW", "METADATA", "OFFLINE", "QUERY", "QUOTA", "REALTIME", "ROUTING",
     "SECTION_KEYS", "SEGMENTS_CONFIG", "SEGMENT_ASSIGNMENT_CONFIG_MAP", "TABLE_INDEX_CONFIG",
     "TABLE_NAME", "TABLE_SAMPLERS", "TABLE_TYPE", "TABLE_TYPES", "TAGS", "TASK", "TENANTS",
-    "TIER_CONFIGS", "TUNER_CONFIGS", "UPSERT_CONFIG", "TableConfig", "TableConfigError",
+    "TIER_CONFIGS", "TUNER_CONFIGS", "UPSERT_CONFIG", "DisasterRecoveryMode", "TableConfig",
+    "TableConfigError",
     "parse_table_config", "switch_stream_type", "table_config_from_znrecord",
     "table_config_to_znrecord",
 ]  # fmt: skip
@@ -114,11 +118,6 @@ _FLAG_FIELDS = (IS_DIM_TABLE, IS_MATERIALIZED_VIEW)
 
 _PAUSELESS_PEER_MESSAGE = (
     "Must have a valid peerSegmentDownloadScheme set in validation config for pauseless consumption"
-)
-# Until the pauseless commit protocol (§6.3) exists here, such a table would never commit.
-PAUSELESS_NOT_AVAILABLE = (
-    "streamIngestionConfig.pauselessConsumptionEnabled is true, but pauseless commits are not "
-    "available yet in this controller: set it to false (or leave it out)"
 )
 _NO_EXTRA: Mapping[str, str] = MappingProxyType({})
 
@@ -241,6 +240,11 @@ class TableConfig:
         return pauseless_enabled(_section(self.rest, INGESTION_CONFIG))
 
     @property
+    def disaster_recovery_mode(self) -> DisasterRecoveryMode:
+        """`streamIngestionConfig.disasterRecoveryMode`, DEFAULT when not set."""
+        return disaster_recovery_mode(_section(self.rest, INGESTION_CONFIG))
+
+    @property
     def peer_segment_download_scheme(self) -> str | None:
         scheme = _section(self.rest, SEGMENTS_CONFIG).get("peerSegmentDownloadScheme")
         return scheme if isinstance(scheme, str) else None
@@ -334,9 +338,9 @@ def _check_replication(rest: dict[str, Any], table_type: str | None, problems: l
         problems.append("peerSegmentDownloadScheme can't be used when replication is < 2")
 
 
-def _check_streams(rest: dict[str, Any], problems: list[str], *, for_write: bool) -> None:
-    """The stream configs (stream_config.check_streams), then the pauseless rules: Pinot's
-    peer-download one, and (`for_write`) pauseless not being available here yet."""
+def _check_streams(rest: dict[str, Any], problems: list[str]) -> None:
+    """The stream configs (stream_config.check_streams), then Pinot's pauseless peer-download
+    rule (replication > 1 needs peerSegmentDownloadScheme http or https)."""
     ingestion = _section(rest, INGESTION_CONFIG)
     problems.extend(
         check_streams(
@@ -348,8 +352,6 @@ def _check_streams(rest: dict[str, Any], problems: list[str], *, for_write: bool
         scheme = _section(rest, SEGMENTS_CONFIG).get("peerSegmentDownloadScheme")
         if not _valid_peer_scheme(scheme):
             problems.append(_PAUSELESS_PEER_MESSAGE)
-    if for_write and pauseless_enabled(ingestion):
-        problems.append(PAUSELESS_NOT_AVAILABLE)
 
 
 def _check_time_column(rest: dict[str, Any], schema: Schema | None, problems: list[str]) -> None:
@@ -376,8 +378,8 @@ def parse_table_config(
 ) -> TableConfig:
     """Validate a table config's REST JSON and return it normalised; raise TableConfigError.
 
-    `for_write`: the config is about to be created or updated by this control plane, so what it
-    cannot run yet (pauseless consumption) is refused too."""
+    `for_write`: the config is about to be created or updated by this control plane (nothing
+    more is refused for that today; see the module docstring)."""
     if not isinstance(data, dict):
         raise TableConfigError(["The table config must be a JSON object"])
     rest: dict[str, Any] = copy.deepcopy(data)
@@ -386,7 +388,7 @@ def parse_table_config(
     _check_shapes(rest, problems)
     _check_replication(rest, table_type, problems)
     if table_type == REALTIME:
-        _check_streams(rest, problems, for_write=for_write)
+        _check_streams(rest, problems)
     _check_time_column(rest, schema, problems)
     if problems:
         raise TableConfigError(problems)

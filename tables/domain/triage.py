@@ -13,6 +13,12 @@ Contract:
     3. CONSUMER_ERROR            a replica is ERROR in the ExternalView, or a live replica reports
                                  consumerState NOT_CONSUMING outside a commit (phase ERROR, ...) BAD
     4. OFFSET_UNAVAILABLE        a replica reports lostOffsets > 0 (the stream dropped them)    BAD
+       COMMITTING (pauseless)    the partition's newest committed segment is COMMITTING in
+                                 ZooKeeper (`committing_segment`: a pauseless commit between commit
+                                 start and commit end; the next segment consumes meanwhile)    GOOD
+       COMMIT_OVERDUE            ... and its metadata was written more than `commit_limit_ms` ago
+                                 (WARNING; BAD past twice that, or with every replica in ERROR:
+                                 no server has it, it needs re-ingestion)
     5. STARTING                  no replica published live state yet, and the consuming segment
                                  was created less than report_grace_s ago (servers are still
                                  picking it up: a commit just made it)                    UPDATING
@@ -28,6 +34,10 @@ Contract:
     9. LAGGING                   records lag or availability lag above its threshold        WARNING
    10. NO_UPSTREAM_DATA          lag 0 and no new row for >= idle_after_s                      GOOD
    11. CONSUMING                 everything else                                               GOOD
+- A pauseless commit is judged from ZooKeeper, not from the replicas' phases: while the newest
+  committed segment is COMMITTING, the next one's replicas may be starting, idle or catching up
+  and its servers may say NOT_CONSUMING about the committing one: neither is a stall or a
+  consumer error (an ERROR replica in the ExternalView still is).
 - Durations of a commit are counted from the since-times the servers publish (`phaseSinceMs`,
   `completingSinceMs`: they change only when the phase does), never from the last offset move,
   so "CATCHING_UP for N s" grows while the phase lasts. `commit_detail` writes that text; the
@@ -219,6 +229,11 @@ class PartitionFacts:
     progressed_at_ms: int | None = None
     consuming_created_ms: int | None = None  # the consuming segment's creation time
     replication: int = 0  # the table's replication (0: unknown, not checked)
+    # Pauseless: the partition's newest segment whose ZK status is COMMITTING ("" if none), when
+    # its metadata was written (commit start) and its replicas' ExternalView states.
+    committing_segment: str = ""
+    committing_since_ms: int | None = None
+    committing_states: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -340,9 +355,16 @@ def _consumer_errors(facts: PartitionFacts) -> list[str]:
     problems = [
         f"{r} is ERROR in the ExternalView" for r, s in facts.ev_states.items() if s == ERROR
     ]
+    # The consuming segment is the one committing (pauseless, before the IdealState moved on):
+    # its consumers stopped at the end offset on purpose.
+    stopped_on_purpose = bool(facts.consuming_segment) and (
+        facts.consuming_segment == facts.committing_segment
+    )
     for replica, live in sorted(facts.live.items()):
         if live.phase == ERROR or (
-            live.consumer_state == NOT_CONSUMING and live.phase not in COMMIT_PHASES
+            live.consumer_state == NOT_CONSUMING
+            and live.phase not in COMMIT_PHASES
+            and not stopped_on_purpose
         ):
             problems.append(f"{replica} is {live.consumer_state} (phase {live.phase})")
     return problems
@@ -385,6 +407,8 @@ def triage_partition(
             f"{figures['lost_offsets']} offsets no longer in the stream were skipped",
             stalled_s,
         )
+    if facts.committing_segment:
+        return _pauseless_verdict(verdict, facts, now_ms, thresholds.commit_limit_ms)
     if not live:
         created = facts.consuming_created_ms
         grace_ms = thresholds.report_grace_s * 1000  # 0: off
@@ -456,6 +480,45 @@ def _commit_verdict(
         note = f"past twice the {limit} completion time limit: the healer has not repaired it"
         return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
     note = f"past the {limit} completion time limit (MAX_SEGMENT_COMPLETION_TIME)"
+    return verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}")
+
+
+def _pauseless_detail(facts: PartitionFacts, now_ms: int) -> str:
+    """`<N> COMMITTING for 40 s (pauseless: …); <N+1> consuming, 12.0 rows/s, 3 records behind`."""
+    since = facts.committing_since_ms
+    head = f"{facts.committing_segment} COMMITTING"
+    if since is not None:
+        head += f" for {format_duration(now_ms - since)}"
+    head += " (pauseless: built and uploaded in the background)"
+    following = facts.consuming_segment
+    if not following or following == facts.committing_segment:
+        return head + ", no next segment consuming yet"
+    if not facts.live:
+        return f"{head}; {following} starting"
+    rate = max((r.rows_per_s for r in facts.live.values()), default=0.0)
+    lag = max((max(0, r.records_lag) for r in facts.live.values()), default=0)
+    return f"{head}; {following} consuming, {rate:.1f} rows/s, {lag} records behind"
+
+
+def _pauseless_verdict(
+    verdict: Callable[..., PartitionVerdict], facts: PartitionFacts, now_ms: int, limit_ms: int
+) -> PartitionVerdict:
+    """COMMITTING while a pauseless commit is within the completion time limit; COMMIT_OVERDUE
+    past it (BAD past twice the limit, or at once when every replica is ERROR)."""
+    detail = _pauseless_detail(facts, now_ms)
+    states = facts.committing_states
+    if states and all(state == ERROR for state in states.values()):
+        note = "ERROR on every replica: no server has it, it needs re-ingestion from the stream"
+        return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
+    since = facts.committing_since_ms
+    elapsed = None if since is None else now_ms - since
+    if elapsed is None or limit_ms <= 0 or elapsed <= limit_ms:
+        return verdict(Verdict.COMMITTING, detail)
+    limit = format_duration(limit_ms)
+    if elapsed > 2 * limit_ms:
+        note = f"past twice the {limit} completion time limit: the healer has not repaired it"
+        return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
+    note = f"past the {limit} completion time limit: the healer repairs it"
     return verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}")
 
 

@@ -42,7 +42,13 @@ from tables.mirror import read_model
 from tables.mirror.tables import DB_CHUNK, chunks
 from tables.models import MirroredSegment, MirroredTable, PartitionStatus
 
-__all__ = ["diagnose_partition", "diagnose_statuses", "due_repairs", "segment_view"]
+__all__ = [
+    "diagnose_partition",
+    "diagnose_statuses",
+    "due_repairs",
+    "healer_timing",
+    "segment_view",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Key = tuple[int, int]
@@ -160,7 +166,7 @@ def _settings() -> dict[str, bool]:
     }
 
 
-def _timing(
+def healer_timing(
     now_ms: int, guard_ms: int, runs: tuple[datetime, datetime | None] | None
 ) -> HealerTiming:
     period_s = float(getattr(settings, "REALTIME_SEGMENT_VALIDATION_FREQUENCY_SECONDS", 0) or 0)
@@ -221,7 +227,7 @@ def diagnose_statuses(
     for status in statuses:
         table, key = status.table, (status.table_id, status.partition)
         view = _view(table, status.partition, status, segments.get(key, []), live)
-        out[key] = diagnose(view, _timing(now_ms, guard, runs.get(table.name)))
+        out[key] = diagnose(view, healer_timing(now_ms, guard, runs.get(table.name)))
     return out
 
 
@@ -236,7 +242,9 @@ def diagnose_partition(
     segments = _segments_of([table], {table.pk: {number}}, ())
     runs = read_model.last_healing_runs([table.name])
     view = _view(table, number, None, segments.get((table.pk, number), []), None)
-    return diagnose(view, _timing(now_ms, read_model.max_completion_ms(), runs.get(table.name)))
+    return diagnose(
+        view, healer_timing(now_ms, read_model.max_completion_ms(), runs.get(table.name))
+    )
 
 
 def _consuming_normally(rows: Sequence[MirroredSegment], partial_offline_repair: bool) -> bool:

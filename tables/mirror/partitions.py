@@ -16,6 +16,10 @@ Contract:
   so pages recount a commit's duration at render time. A partition with no consuming segment keeps
   what its latest segment's replicas published (a failed consumer's `stoppedReason`) in
   `replicas`, for the ingestion doctor; the triage still sees no live state for it.
+- Pauseless commits: each partition's newest COMMITTING segment (one batched query per chunk of
+  tables) goes to the triage with its metadata mtime (commit start) and ExternalView states
+  (`PartitionFacts.committing_segment`), so a commit running in the background reads as
+  COMMITTING, not as a stall or a consumer error.
 - The layout also has a row for every stream partition the table has no segment of yet
   (`MirroredTable.stream_partitions`: the healer's new-partition case, triaged as missing its
   consuming segment); such a row goes when the stream no longer has the partition.
@@ -112,6 +116,16 @@ def _stored_shapes(rows: Iterable[PartitionStatus]) -> dict[int, PartitionShape]
     }
 
 
+@dataclass(frozen=True)
+class Committing:
+    """A partition's newest COMMITTING segment (pauseless), as the triage needs it."""
+
+    segment: str
+    sequence: int
+    since_ms: int | None
+    states: dict[str, str]
+
+
 def _partition_values(
     table: MirroredTable,
     partition: int,
@@ -121,6 +135,7 @@ def _partition_values(
     now_ms: int,
     thresholds: triage.Thresholds,
     created_ms: int | None = None,
+    committing: Committing | None = None,
 ) -> tuple[dict[str, Any], triage.PartitionVerdict]:
     mine = _reports(shape, live)
     shown = mine or {r: live[r] for r in shape.replicas if r in live}
@@ -152,6 +167,9 @@ def _partition_values(
         progressed_at_ms=progressed_ms,
         consuming_created_ms=created_ms,
         replication=table.replication,
+        committing_segment=committing.segment if committing else "",
+        committing_since_ms=committing.since_ms if committing else None,
+        committing_states=committing.states if committing else {},
     )
     result = triage.triage_partition(facts, now_ms, thresholds)
     if table.disabled:  # its replicas are OFFLINE on purpose: not an error, not stalled
@@ -199,7 +217,9 @@ def sync_partitions(
     ids = [t.pk for t in tables]
     stored: dict[int, dict[int, PartitionStatus]] = {}
     updating: set[int] = set()
+    committing: dict[tuple[int, int], Committing] = {}
     for id_chunk in chunks(ids, DB_CHUNK):
+        _committing(id_chunk, committing)
         for row in PartitionStatus.objects.filter(table_id__in=id_chunk):
             stored.setdefault(row.table_id, {})[row.partition] = row
         updating.update(
@@ -232,6 +252,7 @@ def sync_partitions(
                 now_ms,
                 thresholds,
                 created.get((table.pk, shape.consuming_segment)),
+                committing.get((table.pk, partition)),
             )
             verdicts.append((partition, result))
             if result.current_offset is not None:
@@ -269,6 +290,20 @@ def sync_partitions(
         sampled_at__lt=now - timedelta(seconds=retention_s)
     ).delete()
     return out
+
+
+def _committing(table_ids: Iterable[int], found: dict[tuple[int, int], Committing]) -> None:
+    """Each partition's newest COMMITTING segment of `table_ids`, into `found` (one query)."""
+    rows = MirroredSegment.objects.filter(
+        table_id__in=list(table_ids), status="COMMITTING", partition__isnull=False
+    ).values_list(
+        "table_id", "partition", "sequence", "name", "metadata_mtime_ms", "external_states"
+    )
+    for table_id, partition, sequence, name, mtime_ms, states in rows:
+        key, rank = (table_id, partition), sequence if sequence is not None else -1
+        if key not in found or found[key].sequence < rank:
+            ev = {str(k): str(v) for k, v in (states or {}).items()}
+            found[key] = Committing(name, rank, mtime_ms, ev)
 
 
 def _reports(shape: PartitionShape, live: Mapping[str, PartitionLive]) -> dict[str, PartitionLive]:

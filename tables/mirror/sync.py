@@ -56,6 +56,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from tables import healing_triggers, live_state
 from tables.cluster.context import ClusterContext
@@ -255,13 +256,14 @@ def _checks(
 
 def _open_segments(existing: Mapping[str, MirroredTable]) -> dict[int, list[tuple[str, int]]]:
     """Per known table: (segment, metadata version) of its segments whose metadata may still
-    change without its IdealState changing (not DONE/UPLOADED, or unassigned)."""
+    change without its IdealState changing (not DONE/UPLOADED, DONE without a download URL: the
+    deep-store repair fills it in later, or unassigned)."""
     found: dict[int, list[tuple[str, int]]] = {}
     ids = sorted(t.pk for t in existing.values())
     for id_chunk in chunks(ids, DB_CHUNK):
         rows = (
             MirroredSegment.objects.filter(table_id__in=id_chunk, metadata_version__gte=0)
-            .exclude(status__in=COMPLETED_STATUSES)
+            .exclude(Q(status__in=COMPLETED_STATUSES) & ~Q(status="DONE", download_url=""))
             .values_list("table_id", "name", "metadata_version")
         )
         for table_id, name, version in rows:

@@ -11,6 +11,10 @@ Contract:
 - A table whose IS, EV or config cannot be decoded is skipped (its rows and versions stay as they
   were, so the next sync tries again) and reported in `failed`; a segment whose metadata cannot be
   decoded is mirrored without metadata and reported in `warnings`.
+- `MirroredTable.missing_download_url` is the console's `segmentsMissingDownloadUrl`
+  (`doctor_facts.missing_download_url`): COMMITTING segments, and DONE segments whose download URL
+  is empty (peer-download commits). A DONE segment without a URL is read again whenever its table
+  is (`metadata_may_change`), so the deep-store repair that fills the URL is seen.
 - It returns, per synced table, the `TableShape` that partition triage needs (consuming / latest
   segment and replica states per stream partition).
 - The segment metadata znodes are listed too (in the first batch): per partition, the newest LLC
@@ -33,6 +37,7 @@ from typing import Any
 from django.db import models, transaction
 
 from tables.domain import triage
+from tables.domain.doctor_facts import missing_download_url
 from tables.domain.flush import (
     FLUSH_THRESHOLD_ROWS,
     FLUSH_THRESHOLD_ROWS_LEGACY,
@@ -60,13 +65,19 @@ from tables.zk import codec
 from tables.zk.paths import ClusterPaths
 from tables.zk.zookeeper import ZooKeeperStore
 
-__all__ = ["CHUNK_TABLES", "ChangedResult", "PartitionShape", "TableShape", "sync_changed_tables"]
+__all__ = [
+    "CHUNK_TABLES",
+    "ChangedResult",
+    "PartitionShape",
+    "TableShape",
+    "metadata_may_change",
+    "sync_changed_tables",
+]
 
 CHUNK_TABLES = 50
 DB_CHUNK = 500
 CONSUMING = "CONSUMING"
 ERROR = "ERROR"
-DONE = "DONE"
 
 TABLE_FIELDS = [
     "raw_name", "table_type", "tenant", "replication", "stream_type", "topic", "flush_rows",
@@ -264,10 +275,17 @@ def _metadata_values(segment: str, znode: Znode | None, warnings: list[str]) -> 
     }
 
 
+def metadata_may_change(status: str, download_url: str) -> bool:
+    """Whether a mirrored segment's metadata may still change without its IdealState or
+    ExternalView entry changing: not DONE/UPLOADED yet, or DONE without a download URL (the
+    deep-store upload repair fills it later)."""
+    return not status or not is_completed(status) or missing_download_url(status, download_url)
+
+
 def _needs_read(row: MirroredSegment | None, ideal: dict[str, str], ev: dict[str, str]) -> bool:
     if row is None or row.ideal_states != ideal or row.external_states != ev:
         return True
-    return not row.status or not is_completed(row.status)
+    return metadata_may_change(row.status, row.download_url)
 
 
 def _shape(ideal_map: Mapping[str, Mapping[str, str]], ev_map: Mapping[str, Mapping[str, str]]):
@@ -511,7 +529,7 @@ def _write_table(
         # A disabled table's segments are OFFLINE on purpose: only ERROR replicas count.
         all_offline = not disabled and triage.is_all_offline(ideal, ev)
         counts["error_segments"] += ERROR in ev.values() or all_offline
-        counts["missing_url"] += status == DONE and not url
+        counts["missing_url"] += missing_download_url(status, url)
     missing = [
         p
         for p, shape in shapes.items()

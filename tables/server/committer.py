@@ -1,6 +1,7 @@
-"""The committer's part (reference §5.8, blocking mode): build, then commit start, upload, end.
+"""The committer's part (reference §5.8, §B.2): blocking mode builds, then sends commit start and
+end; pauseless mode sends commit start first, then builds and sends commit end.
 
-Contract, for the replica the controller answered COMMIT:
+Contract, for the replica the controller answered COMMIT (blocking mode, the default):
 1. The consumer's rows are written to a staging file (`tables.segments.staging`) and put in the
    deep store under `_staging/<raw>/<segment>.<uuid>.parquet`.
 2. The Spark build runs as the Celery task `tables.spark_build_segment` and publishes the tar at
@@ -17,6 +18,19 @@ Contract, for the replica the controller answered COMMIT:
 Anything else is a failed commit: `commit` returns False and the consumer asks again. The staging
 file is always removed; the upload is removed when the controller clearly refused it (an upload
 left by a lost reply is the controller's or the healer's to clean: commit end may have moved it).
+
+Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter`):
+- `segmentCommitStart` comes first, with the consumer's offset and row count, and waits up to
+  `MAX_SEGMENT_COMMIT_TIME_S` (120 s) for the answer: the controller marks the segment COMMITTING,
+  creates the next segment and flips the IdealState inside that call. Anything but COMMIT_CONTINUE
+  is a failed commit before anything was staged or built.
+- After COMMIT_CONTINUE steps 1 and 2 run (the lease counted from the COMMIT answer, renewed with
+  `extendBuildTime`, which the controller accepts in COMMITTER_UPLOADING), then commit end as in 3.
+  The replica going ONLINE meanwhile (the IdealState flip) does not end the wait: only a stop
+  does. Meanwhile the server consumes the next segment.
+- Fault injection (tests only): while the file `server.<instance_id>.commit_holds` exists
+  (`faults.held`), the committer does not look at its build (in either mode; the lease is still
+  renewed), so a test can hold a commit between commit start and commit end.
 """
 
 from __future__ import annotations
@@ -25,10 +39,13 @@ import logging
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tables import faults
 from tables.domain.completion_response import Response, Status
 from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, format_offset_ranges
 from tables.domain.names import raw_table_name
@@ -37,7 +54,7 @@ from tables.segments.segment_format import CREATION_META, METADATA_FILE, read_me
 from tables.segments.staging import write_staging
 
 from .consumer import SegmentConsumer
-from .protocol import CompletionClient, SegmentFiles
+from .protocol import MAX_SEGMENT_COMMIT_TIME_S, CompletionClient, SegmentFiles
 
 __all__ = ["BuildHandle", "Committer", "commit_end_params"]
 
@@ -75,71 +92,131 @@ class Committer:
         submit_build: SubmitBuild,
         work_dir: Path,
         poll_s: float = 0.25,
+        instance_id: str = "",
     ) -> None:
         self.client = client
         self.deep_store = deep_store
         self.submit_build = submit_build
         self.work_dir = work_dir
         self.poll_s = poll_s
+        self.hold_point = f"server.{instance_id}.commit_holds" if instance_id else None
         self.build_failures: dict[tuple[str, int], int] = {}  # segmentBuildFailure per partition
 
     def __call__(self, consumer: SegmentConsumer, response: Response) -> bool:
+        if consumer.spec.pauseless:
+            return self._commit_pauseless(consumer, response)
+        return self._commit_blocking(consumer, response)
+
+    @contextmanager
+    def _attempt(self, consumer: SegmentConsumer) -> Iterator[_Attempt]:
+        """The deep-store keys of one commit attempt; cleaned up as the module contract says."""
         spec = consumer.spec
-        raw = raw_table_name(spec.table)
         tag = uuid.uuid4().hex
         store = self.deep_store()
-        staging_key = store.staging_key(spec.table, f"{spec.segment}.{tag}")
-        upload_key = f"{raw}/{spec.segment}.tmp.{tag}"
-        started = time.monotonic()
-        refused = False
+        attempt = _Attempt(
+            store,
+            store.staging_key(spec.table, f"{spec.segment}.{tag}"),
+            f"{raw_table_name(spec.table)}/{spec.segment}.tmp.{tag}",
+        )
         try:
-            self._stage(consumer, store, staging_key)
-            outcome = self._build(consumer, response, staging_key, upload_key)
-            if outcome is None:
-                return False
-            build_ms = int((time.monotonic() - started) * 1000)
-            params: dict[str, int | str] = {
-                "buildTimeMillis": build_ms,
-                "rowCount": consumer.rows,
-                "segmentSizeBytes": int(outcome.get("size_bytes", 0)),
-            }
-            offset = consumer.next_offset
-            start = self.client.segment_commit_start(spec.table, spec.segment, offset, params)
-            if start.status is not Status.COMMIT_CONTINUE:
-                refused = start.status is not Status.NOT_SENT
-                log.info("%s: commit start answered %s", spec.segment, start.status)
-                return False
-            with store.open_read(upload_key) as stream:
-                files = read_metadata_files(stream)
-            end = self.client.segment_commit_end(
-                spec.table,
-                spec.segment,
-                offset,
-                store.uri_for(upload_key),
-                SegmentFiles(files[METADATA_FILE], files[CREATION_META]),
-                commit_end_params(consumer, params),
-            )
-            if end.status is not Status.COMMIT_SUCCESS:
-                refused = end.status is not Status.NOT_SENT
-                log.warning("%s: commit end answered %s", spec.segment, end.status)
-                return False
-            log.info(
-                "%s: committed %d rows [%d, %d) in %.1f s",
-                spec.segment,
-                consumer.rows,
-                spec.start_offset,
-                offset,
-                time.monotonic() - started,
-            )
-            return True
-        except Exception:
-            log.exception("%s: commit failed", spec.segment)
-            refused = True
-            return False
+            yield attempt
         finally:
-            store.delete(staging_key)
-            if refused:
-                store.delete(upload_key)
+            store.delete(attempt.staging_key)
+            if attempt.refused:
+                store.delete(attempt.upload_key)
+
+    def _commit_blocking(self, consumer: SegmentConsumer, response: Response) -> bool:
+        spec = consumer.spec
+        started = time.monotonic()
+        with self._attempt(consumer) as attempt:
+            try:
+                self._stage(consumer, attempt.store, attempt.staging_key)
+                outcome = self._build(consumer, response, attempt.staging_key, attempt.upload_key)
+                if outcome is None:
+                    return False
+                params = _build_params(consumer, outcome, started)
+                offset = consumer.next_offset
+                start = self.client.segment_commit_start(spec.table, spec.segment, offset, params)
+                if start.status is not Status.COMMIT_CONTINUE:
+                    attempt.refused = start.status is not Status.NOT_SENT
+                    log.info("%s: commit start answered %s", spec.segment, start.status)
+                    return False
+                return self._commit_end(consumer, attempt, params, started)
+            except Exception:
+                log.exception("%s: commit failed", spec.segment)
+                attempt.refused = True
+                return False
+
+    def _commit_pauseless(self, consumer: SegmentConsumer, response: Response) -> bool:
+        spec = consumer.spec
+        started = time.monotonic()
+        start = self.client.segment_commit_start(
+            spec.table,
+            spec.segment,
+            consumer.next_offset,
+            {"rowCount": consumer.rows},
+            timeout=MAX_SEGMENT_COMMIT_TIME_S,
+        )
+        if start.status is not Status.COMMIT_CONTINUE:
+            log.info("%s: pauseless commit start answered %s", spec.segment, start.status)
+            return False
+        log.info(
+            "%s: COMMITTING at offset %d; building while the next segment consumes",
+            spec.segment,
+            consumer.next_offset,
+        )
+        with self._attempt(consumer) as attempt:
+            try:
+                self._stage(consumer, attempt.store, attempt.staging_key)
+                outcome = self._build(
+                    consumer,
+                    response,
+                    attempt.staging_key,
+                    attempt.upload_key,
+                    lease_from=started,
+                    online_ends=False,
+                )
+                if outcome is None:
+                    return False
+                params = _build_params(consumer, outcome, started)
+                return self._commit_end(consumer, attempt, params, started)
+            except Exception:
+                log.exception("%s: pauseless commit failed", spec.segment)
+                attempt.refused = True
+                return False
+
+    def _commit_end(
+        self,
+        consumer: SegmentConsumer,
+        attempt: _Attempt,
+        params: dict[str, int | str],
+        started: float,
+    ) -> bool:
+        """segmentCommitEndWithMetadata with the built tar's metadata; True on COMMIT_SUCCESS."""
+        spec, offset, store = consumer.spec, consumer.next_offset, attempt.store
+        with store.open_read(attempt.upload_key) as stream:
+            files = read_metadata_files(stream)
+        end = self.client.segment_commit_end(
+            spec.table,
+            spec.segment,
+            offset,
+            store.uri_for(attempt.upload_key),
+            SegmentFiles(files[METADATA_FILE], files[CREATION_META]),
+            commit_end_params(consumer, params),
+        )
+        if end.status is not Status.COMMIT_SUCCESS:
+            attempt.refused = end.status is not Status.NOT_SENT
+            log.warning("%s: commit end answered %s", spec.segment, end.status)
+            return False
+        log.info(
+            "%s: committed %d rows [%d, %d) in %.1f s",
+            spec.segment,
+            consumer.rows,
+            spec.start_offset,
+            offset,
+            time.monotonic() - started,
+        )
+        return True
 
     def _stage(self, consumer: SegmentConsumer, store: DeepStore, key: str) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -148,19 +225,35 @@ class Committer:
             write_staging(consumer.pairs(), local)
             store.publish(local, key)
 
+    def _held(self) -> bool:
+        return self.hold_point is not None and faults.held(self.hold_point)
+
     def _build(
-        self, consumer: SegmentConsumer, response: Response, staging_key: str, upload_key: str
+        self,
+        consumer: SegmentConsumer,
+        response: Response,
+        staging_key: str,
+        upload_key: str,
+        lease_from: float | None = None,
+        online_ends: bool = True,
     ) -> dict[str, Any] | None:
-        """Run the build, renewing the lease; the build's outcome, or None when given up."""
+        """Run the build, renewing the lease (counted from the `time.monotonic()` `lease_from`,
+        default now); the build's outcome, or None when given up. `online_ends`: the replica
+        going ONLINE ends the wait (blocking mode: somebody else committed)."""
         spec = consumer.spec
         offset = consumer.next_offset
         handle = self.submit_build(
             spec.table, spec.segment, staging_key, spec.start_offset, offset, upload_key
         )
         lease_s = response.build_time_sec if response.build_time_sec > 0 else DEFAULT_LEASE_S
-        lease_end = time.monotonic() + lease_s
-        while not handle.ready():
-            if consumer.wait(self.poll_s):
+        lease_end = (time.monotonic() if lease_from is None else lease_from) + lease_s
+        while self._held() or not handle.ready():
+            stopped = (
+                consumer.wait(self.poll_s)
+                if online_ends
+                else consumer.wait(self.poll_s, online_ends=False)
+            )
+            if stopped:
                 handle.revoke()
                 return None
             if time.monotonic() > lease_end - min(30.0, lease_s / 2):
@@ -185,3 +278,21 @@ class Committer:
             log.error("%s: build failed: %s", spec.segment, handle.get(propagate=False))
             return None
         return dict(handle.get(timeout=10))
+
+
+@dataclass
+class _Attempt:
+    store: DeepStore
+    staging_key: str
+    upload_key: str
+    refused: bool = False  # the controller refused the upload: delete it
+
+
+def _build_params(
+    consumer: SegmentConsumer, outcome: dict[str, Any], started: float
+) -> dict[str, int | str]:
+    return {
+        "buildTimeMillis": int((time.monotonic() - started) * 1000),
+        "rowCount": consumer.rows,
+        "segmentSizeBytes": int(outcome.get("size_bytes", 0)),
+    }

@@ -14,8 +14,13 @@ Contract:
   it already has is a HOLD; COMMIT -> the committer builds
   and commits (a failed commit goes back to asking); KEEP, DISCARD, COMMIT_SUCCESS -> done: the rows
   are dropped and the segment's ONLINE transition fetches the committed copy.
+- A consumer of a pauseless table (`ConsumingSegment.pauseless`, the table config's
+  `pauselessConsumptionEnabled` when the consumer started) hands COMMIT to the committer the same
+  way; the committer then asks for commit start first (`tables.server.committer`).
 - `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
-  controller once more, which answers KEEP or DISCARD for a committed segment, and ends.
+  controller once more, which answers KEEP or DISCARD for a committed segment, and ends. A commit
+  in progress is let finish: in pauseless mode the replica goes ONLINE right after commit start,
+  while its own committer still builds (`wait(..., online_ends=False)`).
 - `stop()` ends the thread at its next wait or fetch (at most ~`fetch_timeout_ms`), reporting
   nothing: the replica's IdealState change (ONLINE/OFFLINE/DROPPED) is what stops a consumer.
 - A stream that cannot be read for now (`StreamUnavailable`: Redis stalled or restarting) is
@@ -116,6 +121,7 @@ class ConsumingSegment:
     threshold_rows: int
     window_ms: int
     creation_ms: int
+    pauseless: bool = False  # the table's pauselessConsumptionEnabled when the consumer started
 
 
 @dataclass
@@ -216,6 +222,21 @@ class SegmentConsumer:
         or DISCARD for a committed segment) and end. A commit in progress is let finish."""
         self._online.set()
         self._wakeup.set()
+
+    def end_online(self, join_s: float, poll_s: float = 0.25) -> bool:
+        """The replica goes ONLINE: `finish()`, then wait up to `join_s` for the thread to end
+        (stopped after that). False, with the thread left running, as soon as it is seen
+        committing: the caller asks again later (a pauseless commit may build for minutes)."""
+        self.finish()
+        deadline = time.monotonic() + join_s
+        while not self.join(min(poll_s, max(deadline - time.monotonic(), 0.0))):
+            if self.phase is Phase.COMMITTING:
+                return False
+            if time.monotonic() >= deadline:
+                self.stop()
+                self.join(join_s)
+                break
+        return True
 
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
@@ -436,10 +457,13 @@ class SegmentConsumer:
             self._wakeup.wait(self.hold_s)
             self._wakeup.clear()
 
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True when stopped meanwhile or the replica went ONLINE (for the
-        committer's polling: someone else committed)."""
+    def wait(self, seconds: float, online_ends: bool = True) -> bool:
+        """Sleep up to `seconds`; True when stopped meanwhile or (`online_ends`) the replica went
+        ONLINE (for the committer's polling: someone else committed). A pauseless committer past
+        commit start passes `online_ends=False`: its own commit start made the replica ONLINE."""
         self._refresh_latest()
+        if not online_ends:
+            return self._stop.wait(seconds)
         return self._wakeup.wait(seconds) and (self._stop.is_set() or self._online.is_set())
 
     @property

@@ -14,11 +14,19 @@ Contract:
   time per segment. OFFLINE->CONSUMING starts a `SegmentConsumer` from the segment's ZK start
   offset (so a restarted server resumes from there); CONSUMING->ONLINE stops it and fetches the
   committed copy (`LocalSegments`), as does OFFLINE->ONLINE; ->OFFLINE stops consuming; ->DROPPED
-  also deletes the local copy. A transition that fails leaves the replica in ERROR, as does a
-  consumer that fails; a replica whose transitions keep failing (ERROR -> DROPPED of a segment
-  whose files cannot be removed) is tried again after 0.5 s doubling up to 60 s, with one log line
-  a minute, never in a tight loop. While ZooKeeper is away the rounds back off (`tick_s` doubling
-  to 10 s) and log one line a minute per cause; the ZooKeeper client, and so every watch, is kept
+  also deletes the local copy. Segments transition independently (a partition's next segment
+  never waits for the previous one's ONLINE transition).
+- No wait holds a transition thread (pauseless, round 2 §B.2, §B.4): a step that must wait raises
+  `WaitingFor`; the replica keeps its state, records why (`Replica.waiting`) and is tried again
+  `WAIT_POLL_S` later. Going ONLINE waits, with no time limit, for a consumer whose commit is in
+  progress, then, while the segment's ZK status is COMMITTING, for its download URL, up to
+  `local_segments.download_timeout_s` from the first COMMITTING seen; past it the step fails
+  (`DownloadWait`: "Failed to download segment: ...") and the replica goes to ERROR.
+- A transition that fails leaves the replica in ERROR, as does a consumer that fails; a replica
+  whose transitions keep failing (ERROR -> DROPPED of a segment whose files cannot be removed) is
+  tried again after 0.5 s doubling up to 60 s, with one log line a minute, never in a tight loop.
+  While ZooKeeper is away the rounds back off (`tick_s` doubling to 10 s) and log one line a
+  minute per cause; the ZooKeeper client, and so every watch, is kept
   (`tables.zk.client`), and a new session is met by registering again.
   CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is rewritten,
   compare-and-set, after every transition.
@@ -44,11 +52,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from tables import faults
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
@@ -56,6 +62,7 @@ from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
 from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
+from tables.domain.segment_metadata import SegmentStatus
 from tables.domain.segment_states import SegmentState, next_step
 from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
@@ -71,11 +78,12 @@ from tables.zk.watches import watch_children, watch_data
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from .enablement import InstanceEnablement
-from .local_segments import LocalSegments
+from .local_segments import DownloadWait, LocalSegments, download_timeout_s
 from .messages import MessageHandler
 from .protocol import CompletionClient, LeaderLocator
+from .replica import WAIT_POLL_S, Replica, WaitingFor
 
-__all__ = ["Replica", "ServerInstance"]
+__all__ = ["TRANSITION_THREADS", "Replica", "ServerInstance", "WaitingFor"]
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +94,8 @@ STOP_JOIN_S = 30.0
 RECONCILE_BACKOFF_CAP_S = 10.0
 TRANSITION_BACKOFF_CAP_S = 60.0
 LOG_EVERY_S = 60.0
-DOWNLOAD_ATTEMPTS = 3
 RESET_WAIT_S = 60.0
-
-
-@dataclass
-class Replica:
-    """This instance's replica of one segment."""
-
-    state: SegmentState | None = None  # None: never hosted (Helix's initial OFFLINE)
-    busy: bool = False
-    consumer: SegmentConsumer | None = None
-    error: str | None = None
-    since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    failures: int = 0  # transitions failed in a row: the next try waits (capped back-off)
-    retry_at: float = 0.0  # time.monotonic() before which no transition is tried again
-    failed_consumer: SegmentConsumer | None = None  # kept after a failure: why it stopped
+TRANSITION_THREADS = 8  # waits do not hold one (module contract)
 
 
 class ServerInstance:
@@ -126,8 +120,10 @@ class ServerInstance:
         self.ctx = ctx
         self.hold_s, self.tick_s = hold_s, tick_s
         self.client = CompletionClient(instance_id, LeaderLocator(ctx))
-        self.committer = Committer(self.client, deep_store, submit_build, data_dir / "work")
-        self.local = LocalSegments(data_dir / "segments", token)
+        self.committer = Committer(
+            self.client, deep_store, submit_build, data_dir / "work", instance_id=instance_id
+        )
+        self.local = LocalSegments(data_dir / "segments", token, instance_id)
         self.session: str | None = None
         self.stats: dict[tuple[str, int], PartitionStats] = {}
         self.replicas: dict[str, dict[str, Replica]] = {}
@@ -142,7 +138,7 @@ class ServerInstance:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._transition_log = LogThrottle(every_s=LOG_EVERY_S)
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="transition")
+        self._pool = ThreadPoolExecutor(TRANSITION_THREADS, thread_name_prefix="transition")
         self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
         self.messages = MessageHandler(self, tick_s=tick_s)
         self.enablement = InstanceEnablement(instance_id, self._wake.set)  # HELIX_ENABLED
@@ -225,8 +221,19 @@ class ServerInstance:
             except Exception as exc:
                 wait = backoff.next_delay()
                 self._log_round_failure(throttle, exc, wait)
-            self._wake.wait(wait)
+            self._wake.wait(min(wait, self._next_wait_due()))
             self._wake.clear()
+
+    def _next_wait_due(self) -> float:
+        """Seconds until the earliest deferred transition is due (inf when none waits)."""
+        with self._lock:
+            due = [
+                r.retry_at
+                for replicas in self.replicas.values()
+                for r in replicas.values()
+                if r.waiting is not None and not r.busy
+            ]
+        return max(min(due) - time.monotonic(), 0.01) if due else float("inf")
 
     def _log_round_failure(self, throttle: LogThrottle, exc: Exception, wait: float) -> None:
         """One line per cause per LOG_EVERY_S: an outage must not flood the log."""
@@ -334,46 +341,67 @@ class ServerInstance:
         self, table: str, segment: str, replica: Replica, step: tuple[SegmentState, SegmentState]
     ) -> None:
         source, target = step
+        deferred = False
         try:
-            if source is SegmentState.CONSUMING or target is SegmentState.DROPPED:
-                self._stop_consumer(replica, finish=target is SegmentState.ONLINE)
+            if source is SegmentState.CONSUMING and target is SegmentState.ONLINE:
+                self._finish_consumer(replica)
+            elif source is SegmentState.CONSUMING or target is SegmentState.DROPPED:
+                self._stop_consumer(replica)
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
                 self.messages.consumer_started(table, segment, replica.consumer)
                 if self._paused(table, segment):
                     replica.consumer.force_commit()
             elif target is SegmentState.ONLINE:
-                self._fetch(table, segment)
+                self._fetch(table, segment, replica)
             elif target is SegmentState.DROPPED:
                 self.local.remove(table, segment)
             replica.state, replica.error, replica.failed_consumer = target, None, None
             replica.failures, replica.retry_at = 0, 0.0
+            replica.end_wait()
             log.info("%s %s: %s -> %s", self.instance_id, segment, source, target)
+        except WaitingFor as wait:  # not a failure: the same step is tried again later
+            deferred = True
+            if replica.waiting != wait.what:
+                log.info("%s %s: %s -> %s waits for %s", self.instance_id, segment, *step, wait)
+            replica.waiting, replica.retry_at = wait.what, time.monotonic() + wait.delay_s
         except Exception as exc:
-            replica.failures += 1
-            delay = Backoff(first=0.5, cap=TRANSITION_BACKOFF_CAP_S, failures=replica.failures - 1)
-            replica.retry_at = time.monotonic() + delay.next_delay()
-            write, held = self._transition_log.allow(f"{segment}:{target}", time.monotonic())
-            if write:
-                log.exception(
-                    "%s %s: %s -> %s failed (%d times in a row, %d lines held back)",
-                    self.instance_id,
-                    segment,
-                    source,
-                    target,
-                    replica.failures,
-                    held,
-                )
-            replica.state, replica.error = SegmentState.ERROR, f"{type(exc).__name__}: {exc}"
+            self._failed(segment, replica, step, exc)
         finally:
-            replica.since_ms = int(time.time() * 1000)
+            if not deferred:
+                replica.since_ms = int(time.time() * 1000)
             with self._idle:
                 if replica.state is SegmentState.DROPPED:
                     self.replicas.get(table, {}).pop(segment, None)
                 replica.busy = False
                 self._idle.notify_all()
-            self._publish(table)
+            if not deferred:  # a deferred step changed no state
+                self._publish(table)
             self._wake.set()
+
+    def _failed(
+        self,
+        segment: str,
+        replica: Replica,
+        step: tuple[SegmentState, SegmentState],
+        exc: Exception,
+    ) -> None:
+        """A failed transition: ERROR, retried after a capped back-off, logged once a minute."""
+        replica.end_wait()
+        replica.failures += 1
+        delay = Backoff(first=0.5, cap=TRANSITION_BACKOFF_CAP_S, failures=replica.failures - 1)
+        replica.retry_at = time.monotonic() + delay.next_delay()
+        write, held = self._transition_log.allow(f"{segment}:{step[1]}", time.monotonic())
+        if write:
+            log.exception(
+                "%s %s: %s -> %s failed (%d times in a row, %d lines held back)",
+                self.instance_id,
+                segment,
+                *step,
+                replica.failures,
+                held,
+            )
+        replica.state, replica.error = SegmentState.ERROR, f"{type(exc).__name__}: {exc}"
 
     # --- reset (a STATE_TRANSITION message to OFFLINE) ------------------------------------------
     def reset_replica(self, table: str, segment: str) -> bool:
@@ -390,6 +418,7 @@ class ServerInstance:
             # failed_consumer stays: while OFFLINE after a failure the live state still says why.
             replica.state, replica.error = SegmentState.OFFLINE, None
             replica.failures, replica.retry_at = 0, 0.0
+            replica.end_wait()
             replica.since_ms = int(time.time() * 1000)
             log.info("%s %s: reset %s -> OFFLINE", self.instance_id, segment, source)
         finally:
@@ -427,17 +456,20 @@ class ServerInstance:
             and is_partition_paused(ideal, name.partition_group_id)
         )
 
-    def _stop_consumer(self, replica: Replica, finish: bool = False) -> None:
-        """Stop the replica's consumer; `finish` (going ONLINE) lets it ask KEEP/DISCARD first."""
+    def _stop_consumer(self, replica: Replica) -> None:
+        """Stop the replica's consumer without committing."""
         consumer, replica.consumer = replica.consumer, None
-        if consumer is None:
-            return
-        if finish:
-            consumer.finish()
-            if consumer.join(STOP_JOIN_S):
-                return
-        consumer.stop()
-        consumer.join(STOP_JOIN_S)
+        if consumer is not None:
+            consumer.stop()
+            consumer.join(STOP_JOIN_S)
+
+    def _finish_consumer(self, replica: Replica) -> None:
+        """Going ONLINE: the consumer asks KEEP/DISCARD and ends (`SegmentConsumer.end_online`);
+        one whose commit is in progress is waited for (`WaitingFor`), however long it takes."""
+        consumer = replica.consumer
+        if consumer is not None and not consumer.end_online(STOP_JOIN_S):
+            raise WaitingFor(f"the commit of {consumer.spec.segment} to end")
+        replica.consumer = None
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
         resources = ClusterReader(self.ctx())
@@ -455,6 +487,7 @@ class ServerInstance:
             threshold_rows=meta.flush_threshold_size or DEFAULT_THRESHOLD_ROWS,
             window_ms=flush_threshold_time_ms(config.stream_config),
             creation_ms=meta.creation_time or name.creation_time_ms,
+            pauseless=config.pauseless_enabled,
         )
         consumer = SegmentConsumer(
             spec,
@@ -484,20 +517,16 @@ class ServerInstance:
                 stats = self.stats[key] = PartitionStats(spec.table, spec.topic, spec.partition)
             return stats
 
-    def _fetch(self, table: str, segment: str) -> None:
-        for point in (f"server.{self.instance_id}.download_fails", "server.any.download_fails"):
-            if faults.trip(point):
-                raise OSError(f"fault injection: {point}")
-        meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
-        if not meta.is_completed:
-            raise ValueError(f"{segment} is {meta.status}: there is no committed copy to fetch")
-        for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
-            try:
-                self.local.fetch(table, segment, meta.download_url or "", meta.crc)
-                return
-            except Exception:
-                if attempt == DOWNLOAD_ATTEMPTS or self._stop.wait(attempt):
-                    raise
+    def _fetch(self, table: str, segment: str, replica: Replica) -> None:
+        reader = ClusterReader(self.ctx())
+        meta = reader.segment_metadata(table, segment)
+        if meta.status is SegmentStatus.COMMITTING:  # no copy yet: wait (or time out)
+            if replica.download_wait is None:
+                config = reader.get_table_config(table)
+                replica.download_wait = DownloadWait.begin(download_timeout_s(config.stream_config))
+            delay = replica.download_wait.next_poll_s(segment, WAIT_POLL_S)
+            raise WaitingFor(f"the download URL of {segment} (COMMITTING)", delay)
+        self.local.fetch_committed(table, segment, meta, self._stop)
 
     def replicas_of(self, table: str) -> dict[str, Replica] | None:
         """A snapshot of this server's replicas of `table`, or None when it does not serve the

@@ -5,21 +5,88 @@ A copy is fetched from the segment's download URL (`segment.download.url`, the c
 CRC in its `creation.meta` equals the segment's ZK `segment.crc`; it is written to a temporary
 name and renamed, so a file at the final name is always a whole, verified segment. A copy already
 present with the right CRC is not fetched again (a restarted server keeps its segments).
+
+`fetch_committed` is the ONLINE transition's fetch: the segment must be DONE or UPLOADED; a failed
+download is tried `DOWNLOAD_ATTEMPTS` times (1 s, 2 s apart), and the fault-injection points
+`server.<instance_id>.download_fails` / `server.any.download_fails` fail it (tests only).
+
+A segment whose ZK status is COMMITTING (pauseless: committed but not built yet) has nothing to
+fetch: its replica waits (`DownloadWait`) for up to `download_timeout_s` of the table's stream
+config, as Pinot's `RealtimeTableDataManager.downloadSegment` does: the stream config key
+`realtime.segment.pauseless.download.timeoutSeconds`, else `segmentDownloadTimeoutMinutes`, else
+10 minutes (a value that is not a positive number is skipped). Past it, TimeoutError
+"Failed to download segment: <segment> after: <timeout>ms of retrying" (Pinot's words).
 """
 
 from __future__ import annotations
 
 import shutil
 import tarfile
+import threading
+import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from tables import faults
+from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.segments.segment_format import CREATION_META, read_metadata_files, unpack_creation_meta
 
-__all__ = ["DownloadError", "LocalSegments"]
+__all__ = [
+    "PAUSELESS_DOWNLOAD_TIMEOUT_KEY",
+    "SEGMENT_DOWNLOAD_TIMEOUT_KEY",
+    "DownloadError",
+    "DownloadWait",
+    "LocalSegments",
+    "download_timeout_s",
+]
 
 DOWNLOAD_TIMEOUT_S = 300.0  # Pinot's server-side timeout for segment transfers
+DOWNLOAD_ATTEMPTS = 3
+PAUSELESS_DOWNLOAD_TIMEOUT_KEY = "realtime.segment.pauseless.download.timeoutSeconds"
+SEGMENT_DOWNLOAD_TIMEOUT_KEY = "segmentDownloadTimeoutMinutes"
+DEFAULT_PAUSELESS_DOWNLOAD_TIMEOUT_S = 600.0
+
+
+def _positive(value: str | None) -> float | None:
+    try:
+        number = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return number if number is not None and number > 0 else None
+
+
+def download_timeout_s(stream_config: Mapping[str, str]) -> float:
+    """How long a replica waits for a COMMITTING segment's download URL (module docstring)."""
+    seconds = _positive(stream_config.get(PAUSELESS_DOWNLOAD_TIMEOUT_KEY))
+    if seconds is not None:
+        return seconds
+    minutes = _positive(stream_config.get(SEGMENT_DOWNLOAD_TIMEOUT_KEY))
+    return minutes * 60 if minutes is not None else DEFAULT_PAUSELESS_DOWNLOAD_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class DownloadWait:
+    """One replica's wait for a COMMITTING segment, from the first time it was seen so."""
+
+    started: float  # time.monotonic()
+    timeout_s: float
+
+    @classmethod
+    def begin(cls, timeout_s: float) -> DownloadWait:
+        return cls(time.monotonic(), timeout_s)
+
+    def next_poll_s(self, segment: str, poll_s: float) -> float:
+        """Seconds until the metadata is read again; TimeoutError once the wait is over."""
+        remaining = self.started + self.timeout_s - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"Failed to download segment: {segment} after: "
+                f"{round(self.timeout_s * 1000)}ms of retrying"
+            )
+        return min(poll_s, remaining)
 
 
 class DownloadError(Exception):
@@ -36,9 +103,10 @@ def _crc_of(path: Path) -> int | None:
 
 
 class LocalSegments:
-    def __init__(self, data_dir: Path, token: str | None = None) -> None:
+    def __init__(self, data_dir: Path, token: str | None = None, instance_id: str = "") -> None:
         self.data_dir = data_dir
         self.token = token
+        self.instance_id = instance_id
 
     def path(self, table: str, segment: str) -> Path:
         return self.data_dir / table / f"{segment}.tar.gz"
@@ -74,6 +142,23 @@ class LocalSegments:
         finally:
             temporary.unlink(missing_ok=True)
         return target
+
+    def fetch_committed(
+        self, table: str, segment: str, meta: SegmentZKMetadata, stop: threading.Event
+    ) -> Path:
+        """Fetch a DONE/UPLOADED segment's copy, with retries (module docstring)."""
+        for point in (f"server.{self.instance_id}.download_fails", "server.any.download_fails"):
+            if faults.trip(point):
+                raise OSError(f"fault injection: {point}")
+        if not meta.is_completed:
+            raise ValueError(f"{segment} is {meta.status}: there is no committed copy to fetch")
+        for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+            try:
+                return self.fetch(table, segment, meta.download_url or "", meta.crc)
+            except Exception:
+                if attempt == DOWNLOAD_ATTEMPTS or stop.wait(attempt):
+                    raise
+        raise AssertionError("unreachable")
 
     def remove(self, table: str, segment: str) -> None:
         self.path(table, segment).unlink(missing_ok=True)

@@ -14,7 +14,9 @@ Contract:
   stream's end) returns that body's status (FAILED): the caller backs off and asks again; the
   reason is logged at most once a minute per call type and HTTP status.
 - Protocol calls time out after 10 s; commit end, which moves the segment in the deep store, after
-  `commit_timeout_s` (60 s).
+  `commit_timeout_s` (60 s); a pauseless commit start, during which the controller does the
+  COMMITTING, next-segment and IdealState writes, after the caller's `timeout` (the committer
+  passes `MAX_SEGMENT_COMMIT_TIME_S`, Pinot's `getMaxSegmentCommitTimeMs()`, PR #17885).
 """
 
 from __future__ import annotations
@@ -37,11 +39,19 @@ from tables.domain.completion_response import RESP_NOT_SENT, Response
 from tables.security import cluster_token
 from tables.zk.records import read_record
 
-__all__ = ["CompletionClient", "LeaderLocator", "SegmentFiles", "query_params"]
+__all__ = [
+    "MAX_SEGMENT_COMMIT_TIME_S",
+    "PROTOCOL_TIMEOUT_S",
+    "CompletionClient",
+    "LeaderLocator",
+    "SegmentFiles",
+    "query_params",
+]
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_TIMEOUT_S = 10.0
+MAX_SEGMENT_COMMIT_TIME_S = 120.0  # SegmentCompletionProtocol's default max segment commit time
 REFUSAL_LOG_EVERY_S = 60.0
 
 
@@ -168,9 +178,14 @@ class CompletionClient:
         )
 
     def segment_commit_start(
-        self, table: str, segment: str, offset: int, params: Mapping[str, object]
+        self,
+        table: str,
+        segment: str,
+        offset: int,
+        params: Mapping[str, object],
+        timeout: float = PROTOCOL_TIMEOUT_S,
     ) -> Response:
-        return self._call(table, "segmentCommitStart", segment, offset, params)
+        return self._call(table, "segmentCommitStart", segment, offset, params, timeout=timeout)
 
     def segment_commit_end(
         self,

@@ -193,6 +193,16 @@ def _pauseless_with_peer_download(rest: dict) -> dict:
     return _pauseless(rest)
 
 
+def _pauseless_replication_one_with_peer_download(rest: dict) -> dict:
+    rest["segmentsConfig"]["replication"] = "1"
+    return _pauseless_with_peer_download(rest)
+
+
+def _unknown_recovery_mode(rest: dict) -> dict:
+    rest["ingestionConfig"]["streamIngestionConfig"]["disasterRecoveryMode"] = "NEVER"
+    return _pauseless_with_peer_download(rest)
+
+
 def _renamed(rest: dict) -> dict:
     rest["tableName"] = "github__events"
     return rest
@@ -216,7 +226,14 @@ def _other_schema(rest: dict) -> dict:
 
 INVALID = {
     "pauseless without peer download": (_pauseless, "peerSegmentDownloadScheme"),
-    "pauseless": (_pauseless_with_peer_download, "pauseless commits are not available yet"),
+    "pauseless with peer download at replication 1": (
+        _pauseless_replication_one_with_peer_download,
+        "peerSegmentDownloadScheme can't be used when replication is < 2",
+    ),
+    "unknown disaster recovery mode": (
+        _unknown_recovery_mode,
+        "streamIngestionConfig.disasterRecoveryMode must be one of [ALWAYS, DEFAULT], got 'NEVER'",
+    ),
     "name with __": (_renamed, "must not contain '__'"),
     "missing schema": (_other_schema, "schema noSuchSchema not found"),
     "unknown stream type": (_unknown_stream, "stream type 'pulsar'"),
@@ -235,26 +252,23 @@ def test_invalid_tables_get_400_and_change_nothing(api, servers, topic, zk, case
     assert snapshot(zk) == before
 
 
-def test_pauseless_is_refused_on_create_and_update_and_changes_nothing(api, servers, topic, zk):
-    # Until pauseless commits exist such a table would never commit: a 400 with the reason instead.
-    reason = "pauseless commits are not available yet"
+def test_a_pauseless_table_is_created_and_a_table_updated_to_pauseless(api, servers, topic, zk):
     assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
-    before = snapshot(zk)
-    resp = api.post("/tables", _pauseless_with_peer_download(github_table(topic)), format="json")
-    assert resp.status_code == 400, resp.content
-    assert reason in resp.json()["error"]
-    assert snapshot(zk) == before
+    rest = _pauseless_with_peer_download(github_table(topic))
+    rest["ingestionConfig"]["streamIngestionConfig"]["disasterRecoveryMode"] = "ALWAYS"
+    resp = api.post("/tables", rest, format="json")
+    assert resp.status_code == 200, resp.content
+    stored = api.get("/tables/githubEvents").json()["REALTIME"]["ingestionConfig"]
+    assert stored["streamIngestionConfig"]["pauselessConsumptionEnabled"] is True
+    assert stored["streamIngestionConfig"]["disasterRecoveryMode"] == "ALWAYS"
 
-    assert api.post("/tables", github_table(topic), format="json").status_code == 200
-    before = snapshot(zk)
-    for name in ("githubEvents", "githubEvents_REALTIME"):
-        changed = _pauseless_with_peer_download(github_table(topic))
-        resp = api.put(f"/tables/{name}", changed, format="json")
-        assert resp.status_code == 400, resp.content
-        assert reason in resp.json()["error"]
-    assert snapshot(zk) == before
-    stored = api.get("/tables/githubEvents").json()["REALTIME"]
-    assert stored["ingestionConfig"] == github_table(topic)["ingestionConfig"]
+    # back to blocking, then pauseless again, by PUT
+    resp = api.put("/tables/githubEvents", github_table(topic), format="json")
+    assert resp.status_code == 200, resp.content
+    resp = api.put("/tables/githubEvents_REALTIME", rest, format="json")
+    assert resp.status_code == 200, resp.content
+    stored = api.get("/tables/githubEvents").json()["REALTIME"]["ingestionConfig"]
+    assert stored["streamIngestionConfig"]["pauselessConsumptionEnabled"] is True
 
 
 def test_malformed_json_is_a_400(api, servers, zk):

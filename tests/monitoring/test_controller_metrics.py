@@ -32,6 +32,7 @@ from tables.models import (
     DurableCounter,
     LeadControllerPartition,
     MirroredInstance,
+    MirroredSegment,
     MirroredTable,
     MirrorState,
     PartitionStatus,
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-MAX_QUERIES = 6
+MAX_QUERIES = 7  # six, and one more for the pauseless tables' ERROR segments
 # Pinot's names and its `tableType` label are camelCase; the console's own names are not.
 CAMEL_CASE_LINT = re.compile(
     r"^(pinot_(controller|server)_\w+ (metric|label)|pinot_console_\w+ label) names should be "
@@ -95,6 +96,32 @@ def make_instance(name: str, kind: str, live: bool) -> None:
     MirroredInstance.objects.create(name=name, kind=kind, live=live, last_synced=timezone.now())
 
 
+def make_segment(
+    table: MirroredTable,
+    status: str,
+    external: dict[str, str],
+    ideal: dict[str, str] | None = None,
+    name: str = "",
+) -> MirroredSegment:
+    """A segment of `table` as the mirror keeps it: an LLC name (unless `name`), its IdealState
+    replicas ONLINE (unless `ideal`) and `external` as its ExternalView."""
+    count = MirroredSegment.objects.filter(table=table).count()
+    llc = f"{table.raw_name}__0__{count}__20240101T0000Z"
+    ideal = {server: "ONLINE" for server in external} if ideal is None else ideal
+    return MirroredSegment.objects.create(
+        table=table,
+        name=name or llc,
+        partition=0,
+        sequence=None if name else count,
+        ideal_states=ideal,
+        external_states=external,
+        display_state="ERROR" if "ERROR" in external.values() else "ONLINE",
+        has_error="ERROR" in external.values(),
+        status=status,
+        last_synced=timezone.now(),
+    )
+
+
 def make_lead_partitions(masters: list[str], leaderless_s: float | None = None) -> None:
     """One partition per entry with that live MASTER; a blank one without a MASTER since
     `leaderless_s` seconds (None: not known)."""
@@ -113,9 +140,12 @@ def make_lead_partitions(masters: list[str], leaderless_s: float | None = None) 
 
 def make_many_tables(count: int, partitions: int = 16) -> None:
     for i in range(count):
-        table = make_table(f"t{i:04d}", error_replicas=i % 3, paused=i % 2 == 0)
+        table = make_table(
+            f"t{i:04d}", error_replicas=i % 3, paused=i % 2 == 0, pauseless=i % 2 == 1, topic="e"
+        )
         make_partitions(table, [(p * 10, p * 100) for p in range(partitions)])
-        DurableCounter.increment("segmentBuildFailures", table.raw_name)
+        DurableCounter.increment("segmentBuildFailure", f"{table.name}-e-0")
+        make_segment(table, "COMMITTING", {"s1": "ERROR", "s2": "ERROR"})
 
 
 @pytest.fixture
@@ -130,11 +160,16 @@ def cluster_mirror() -> None:
         missing_consuming=1,
         pauseless=True,
         missing_download_url=3,
+        topic="events",
     )
     make_partitions(events, [(0, 0), (1500, 42000)])
     make_table("airlineStats", percent_available=100)
     make_table("airlineStats", table_type="OFFLINE", error_replicas=1, percent_available=50)
-    DurableCounter.increment("segmentBuildFailures", "githubEvents", by=2)
+    # Pinot's keys: the consumer client id for build failures, the table for re-ingestions; and
+    # counts kept under the counters' old names, per raw table (added in).
+    DurableCounter.increment("segmentBuildFailure", "githubEvents_REALTIME-events-1", by=2)
+    DurableCounter.increment("segmentBuildFailures", "githubEvents")
+    DurableCounter.increment("segmentReingestionFailure", "githubEvents", by=3)
     DurableCounter.increment("reingestionFailures", "githubEvents")
     DurableCounter.increment("llcStreamDataLoss", "githubEvents_REALTIME", by=5)
     DurableCounter.increment("llcStateMachineAborts", "airlineStats")
@@ -210,9 +245,21 @@ def test_the_families_labels_and_values_are_pinots(client, cluster_mirror) -> No
     assert got["pinot_controller_maxRecordsLag_Value"] == {p0: 0, p1: 1500}
     assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {p0: 0, p1: 42000}
 
+    # Pauseless tables only; no ERROR segment mirrored here.
+    assert got["pinot_controller_pauselessSegmentsInErrorCount_Value"] == {ev: 0}
+    assert got["pinot_controller_pauselessSegmentsInUnrecoverableErrorCount_Value"] == {ev: 0}
+
     # Durable counters: a 0 for every realtime table; the stored `_REALTIME` name is the raw one.
-    assert got["pinot_controller_segmentBuildFailures_Count"] == {ev: 2, air: 0}
-    assert got["pinot_controller_reingestionFailures_Count"] == {ev: 1, air: 0}
+    # Pinot's server meters: build failures by client id (a 0 for every mirrored partition; the
+    # old per-table count has no topic or partition), re-ingestion failures per table.
+    client = {"table": "githubEvents", "tableType": "REALTIME", "topic": "events"}
+    assert got["pinot_server_segmentBuildFailure_Count"] == {
+        labels(**client, partition="0"): 0,
+        labels(**client, partition="1"): 2,
+        labels(table="githubEvents", tableType="REALTIME", topic="", partition=""): 1,
+    }
+    assert got["pinot_server_segmentReingestionFailure_Count"] == {ev: 4, air: 0}
+    assert not any("Failures" in name for name in got)
     assert got["pinot_controller_llcStreamDataLoss_Count"] == {ev: 5, air: 0}
     assert got["pinot_controller_llcStateMachineAborts_Count"] == {
         labels(table="githubEvents"): 0,
@@ -290,6 +337,52 @@ def test_a_failing_sync_and_a_cluster_wide_counter_are_reported(client) -> None:
     assert got["pinot_controller_llcStreamDataLoss_Count"] == {(): 4}
 
 
+ALL_ERROR = {"Server_1": "ERROR", "Server_2": "ERROR"}
+PARTIAL_UPSERT = {"upsertConfig": {"mode": "PARTIAL"}}
+ALWAYS = {"ingestionConfig": {"streamIngestionConfig": {"disasterRecoveryMode": "ALWAYS"}}}
+
+
+def test_pauseless_error_gauges_count_as_pinots_validation_manager(client) -> None:
+    """Per pauseless table: LLC segments of the IdealState with every ExternalView replica in
+    ERROR, whatever their status (RSVM's errorInAll); unrecoverable when partial upsert or dedup
+    forbid the repair in DEFAULT mode. No series for a table without pauseless consumption."""
+    plain = make_table("plain", pauseless=True, config={"tableName": "plain_REALTIME"})
+    make_segment(plain, "COMMITTING", ALL_ERROR)  # counts: needs re-ingestion
+    make_segment(plain, "DONE", ALL_ERROR)  # counts too (the healer resets it)
+    make_segment(plain, "COMMITTING", {"Server_1": "ERROR", "Server_2": "ONLINE"})
+    make_segment(plain, "COMMITTING", ALL_ERROR, ideal={})  # not in the IdealState
+    make_segment(plain, "DONE", ALL_ERROR, name="plain__0__upload__20240101T0000Z")  # not LLC
+    partial = make_table("partial", pauseless=True, config=PARTIAL_UPSERT)
+    make_segment(partial, "COMMITTING", ALL_ERROR)
+    make_segment(partial, "DONE", ALL_ERROR)
+    make_table("partialOk", pauseless=True, config={**PARTIAL_UPSERT, **ALWAYS})
+    make_segment(MirroredTable.objects.get(raw_name="partialOk"), "COMMITTING", ALL_ERROR)
+    dedup = make_table("dedup", pauseless=True, config={"dedupConfig": {"dedupEnabled": True}})
+    make_segment(dedup, "COMMITTING", ALL_ERROR)
+    make_table("quiet", pauseless=True)
+    make_segment(make_table("classic"), "DONE", ALL_ERROR)  # not pauseless: no series
+
+    got = samples(scrape(client))
+
+    def table(raw: str) -> tuple[tuple[str, str], ...]:
+        return labels(table=raw, tableType="REALTIME")
+
+    assert got["pinot_controller_pauselessSegmentsInErrorCount_Value"] == {
+        table("plain"): 2,
+        table("partial"): 2,
+        table("partialOk"): 1,
+        table("dedup"): 1,
+        table("quiet"): 0,
+    }
+    assert got["pinot_controller_pauselessSegmentsInUnrecoverableErrorCount_Value"] == {
+        table("plain"): 0,
+        table("partial"): 2,
+        table("partialOk"): 0,
+        table("dedup"): 1,
+        table("quiet"): 0,
+    }
+
+
 def test_an_unknown_lag_is_absent_not_zero(client) -> None:
     """A partition no replica reports on (or whose upstream offset nobody knows) has no lag
     sample: a 0 would read as caught up."""
@@ -311,7 +404,8 @@ def test_a_deleted_table_leaves_no_series(client, cluster_mirror) -> None:
     assert 'table="githubEvents"' not in after
     got = samples(after)
     air = labels(table="airlineStats", tableType="REALTIME")
-    assert got["pinot_controller_segmentBuildFailures_Count"] == {air: 0}
+    assert got["pinot_server_segmentBuildFailure_Count"] == {}  # airlineStats has no partition
+    assert got["pinot_server_segmentReingestionFailure_Count"] == {air: 0}
     assert got["pinot_controller_llcStateMachineAborts_Count"] == {labels(table="airlineStats"): 1}
 
 
@@ -344,7 +438,8 @@ def test_the_query_count_does_not_grow_with_the_tables(
         got = samples(scrape(client))
     assert len(got["pinot_controller_segmentsInErrorState_Value"]) == tables
     assert len(got["pinot_controller_maxRecordsLag_Value"]) == tables * 16
-    assert len(got["pinot_controller_segmentBuildFailures_Count"]) == tables
+    assert len(got["pinot_server_segmentBuildFailure_Count"]) == tables * 16
+    assert sum(got["pinot_controller_pauselessSegmentsInErrorCount_Value"].values()) == tables // 2
 
 
 def test_the_query_count_is_the_same_for_5_and_50_tables(client) -> None:

@@ -107,7 +107,8 @@ def test_a_build_publishes_the_segment_and_a_rerun_gives_the_same_bytes(
 
 def test_a_failed_build_is_recorded_and_counted(celery_workers, github):
     segment = _segment()
-    before = DurableCounter.value_of(builds.BUILD_FAILURES, "githubEvents")
+    key = f"githubEvents_REALTIME-{github}-0"  # Pinot's client id: table, topic, partition
+    before = DurableCounter.value_of(builds.BUILD_FAILURES, key)
     result = spark_build_segment.delay("githubEvents", segment, "_staging/missing.parquet", 1, 5)
     with pytest.raises(Exception) as failure:
         result.get(TASK_TIMEOUT)
@@ -115,7 +116,7 @@ def test_a_failed_build_is_recorded_and_counted(celery_workers, github):
     job = Job.objects.get(segment=segment)
     assert job.status == Job.Status.FAILED
     assert "missing.parquet" in job.error
-    assert DurableCounter.value_of(builds.BUILD_FAILURES, "githubEvents") == before + 1
+    assert DurableCounter.value_of(builds.BUILD_FAILURES, key) == before + 1
     assert not builds.deep_store().exists(builds.deep_store().segment_key("githubEvents", segment))
 
 

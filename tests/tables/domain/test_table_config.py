@@ -11,8 +11,8 @@ import pytest
 
 from tables.domain.schema import Schema, parse_schema
 from tables.domain.table_config import (
-    PAUSELESS_NOT_AVAILABLE,
     SECTION_KEYS,
+    DisasterRecoveryMode,
     TableConfig,
     TableConfigError,
     parse_table_config,
@@ -490,21 +490,49 @@ def test_pauseless_replicated_needs_peer_scheme() -> None:
     assert parse_table_config(data).pauseless_enabled
 
 
-def test_pauseless_is_refused_for_write_until_pauseless_commits_exist() -> None:
-    # Pinot accepts it (above), but this controller cannot commit such a table yet.
+def test_pauseless_is_accepted_for_write_with_pinots_rules() -> None:
     data = example()
-    with pytest.raises(TableConfigError) as info:
-        parse_table_config(data, for_write=True)
-    assert info.value.problems == [PAUSELESS_NOT_AVAILABLE]
-    assert "pauseless commits are not available yet" in str(info.value)
-    # listed together with Pinot's own pauseless rule, which stays reachable
+    config = parse_table_config(data, for_write=True)
+    assert config.pauseless_enabled
+    assert config.peer_segment_download_scheme == "http"
+    # Pinot's own pauseless rule still applies to writes
     del segments(data)["peerSegmentDownloadScheme"]
     with pytest.raises(TableConfigError) as info:
         parse_table_config(data, for_write=True)
-    assert info.value.problems == [PEER_MESSAGE, PAUSELESS_NOT_AVAILABLE]
-    # the same config without pauseless is fine to write
-    data = simple()
-    assert not parse_table_config(data, for_write=True).pauseless_enabled
+    assert info.value.problems == [PEER_MESSAGE]
+
+
+@pytest.mark.parametrize("mode", ["ALWAYS", "DEFAULT"])
+def test_disaster_recovery_mode_is_read(mode: str) -> None:
+    data = example()
+    data["ingestionConfig"]["streamIngestionConfig"]["disasterRecoveryMode"] = mode
+    assert parse_table_config(data, for_write=True).disaster_recovery_mode == mode
+    assert parse_table_config(data).disaster_recovery_mode is DisasterRecoveryMode(mode)
+
+
+@pytest.mark.parametrize("written", ["absent", "null"])
+def test_disaster_recovery_mode_defaults_to_default(written: str) -> None:
+    data = example()
+    sic = data["ingestionConfig"]["streamIngestionConfig"]
+    if written == "absent":
+        del sic["disasterRecoveryMode"]
+    else:
+        sic["disasterRecoveryMode"] = None
+    assert parse_table_config(data).disaster_recovery_mode is DisasterRecoveryMode.DEFAULT
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("NEVER", "'NEVER'"), ("always", "'always'"), ("", "''"), (1, "1"), (True, "true")],
+)
+def test_disaster_recovery_mode_must_be_pinots_enum(value: object, shown: str) -> None:
+    data = example()
+    data["ingestionConfig"]["streamIngestionConfig"]["disasterRecoveryMode"] = value
+    assert problems_of(data) == [
+        f"streamIngestionConfig.disasterRecoveryMode must be one of [ALWAYS, DEFAULT], got {shown}"
+    ]
+    with pytest.raises(TableConfigError):
+        parse_table_config(data, for_write=True)
 
 
 def test_a_stored_pauseless_config_still_reads_back_as_pauseless() -> None:
