@@ -75,9 +75,11 @@ class ChaosStack(OutageStack):
         self.celery_names = {"worker", "spark", "beat"}
         self.born: dict[str, float] = {}  # name -> time.time() of its latest start
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         self.born[name] = time.time()
-        return super()._spawn(name, args)
+        return super()._spawn(name, args, env)
 
     # --- processes ----------------------------------------------------------------------------
     def _celery(self, name: str, args: list[str]) -> subprocess.Popen:

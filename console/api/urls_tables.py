@@ -1,8 +1,10 @@
 """Issue 22's table and segment paths (Pinot's). Included before the other routes, so the literal
-`segments/{t}/servers` and `segments/{t}/crc` win over `segments/{t}/{segment}`."""
+`segments/{t}/servers` and `segments/{t}/crc` win over `segments/{t}/{segment}`, and
+`segments/reingested` (a server completing a re-ingestion) over `segments/{t}`."""
 
 from django.urls import path
 
+from . import reingested
 from . import tables_extra as views
 
 urlpatterns = [
@@ -14,6 +16,11 @@ urlpatterns = [
         "tables/<str:table>/segmentsStatus",
         views.SegmentsStatus.as_view(),
         name="table-segments-status",
+    ),
+    path(
+        "segments/reingested",
+        reingested.upload_reingested_segment,
+        name="segments-reingested",
     ),
     path("segments/<str:table>/servers", views.SegmentServers.as_view(), name="segment-servers"),
     path("segments/<str:table>/crc", views.SegmentCrc.as_view(), name="segment-crc"),

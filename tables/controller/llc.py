@@ -84,6 +84,7 @@ __all__ = [
     "CommitRejected",
     "CommittingSegment",
     "LLCSegmentManager",
+    "change_committing",
     "committing_segments",
 ]
 
@@ -170,7 +171,7 @@ def committing_segments(ctx: ClusterContext, table: str) -> list[str]:
     return list(found.record.list_fields.get(COMMITTING_SEGMENTS, [])) if found else []
 
 
-def _change_committing(zk: ZkStore, table: str, path: str, segment: str, add: bool) -> None:
+def change_committing(zk: ZkStore, table: str, path: str, segment: str, add: bool) -> None:
     """Add `segment` to (or remove it from) the committing list at `path`, compare-and-set;
     the znode (id: the table name with type) is created on the first add."""
 
@@ -285,7 +286,7 @@ class LLCSegmentManager:
         self._refuse_if_too_late(meta_path, segment)
         done = self._step1_mark_done(meta_path, committing, SegmentStatus.COMMITTING)
         try:
-            _change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, False)
+            change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, False)
         except Exception:
             log.exception("%s: cannot remove it from %s", segment, COMMITTING_SEGMENTS)
         self._learn(config, done, committing)
@@ -296,7 +297,7 @@ class LLCSegmentManager:
     def _add_committing(self, table: str, segment: str) -> None:
         """Step 0 of a pauseless commit start; a failure is only logged."""
         try:
-            _change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, True)
+            change_committing(self.zk, table, self.paths.pauseless_debug(table), segment, True)
         except Exception:
             log.exception("%s: cannot add it to %s", segment, COMMITTING_SEGMENTS)
 

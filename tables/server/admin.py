@@ -18,6 +18,9 @@
 - `GET /health/readiness` (Pinot's meaning, `tables.server.readiness`): text `OK` once every
   segment assigned at startup is loaded and the consuming ones have caught up, while the
   ZooKeeper session is up; else 503 with the reason as text. Both need no credentials (probes).
+- `GET /reingestSegment/jobs` and `POST /reingestSegment/{segmentName}` (name URL-decoded): Pinot's
+  re-ingestion resource (`tables.server.reingestion`). The POST needs the cluster token
+  (`Authorization: Bearer <token>`), else 401.
 Errors are JSON `{"code", "error"}` like the controller's API.
 """
 
@@ -28,16 +31,19 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tables.domain.completion_trust import check_token
 from tables.domain.names import table_name_with_type
 from tables.domain.segment_states import SegmentState
 
 from .consumer import SegmentConsumer
 from .instance import Replica, ServerInstance
 from .readiness import ServerReadiness
+from .reingestion import ReingestionRefused, SegmentReingestion
 
 __all__ = ["AdminServer", "consuming_segments_info"]
 
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 
 _CONSUMING_INFO = re.compile(r"^/tables/([^/]+)/consumingSegmentsInfo/?$")
 _DEBUG = re.compile(r"^/debug/tables/([^/]+)/?$")
+_REINGEST_JOBS = "/reingestSegment/jobs"
+_REINGEST = re.compile(r"^/reingestSegment/([^/]+)/?$")
 
 
 def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
@@ -125,6 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
             body, content_type = self.server.metrics()
             self._send(200, body, content_type)
             return
+        if path.rstrip("/") == _REINGEST_JOBS:
+            self._json(200, self.server.reingestion.jobs())
+            return
         for pattern, view in ((_CONSUMING_INFO, consuming_segments_info), (_DEBUG, debug_info)):
             match = pattern.match(path)
             if match:
@@ -135,6 +146,22 @@ class _Handler(BaseHTTPRequestHandler):
                     self._json(200, info)
                 return
         self._json(404, {"code": 404, "error": f"no such endpoint: {path}"})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        match = _REINGEST.match(path)
+        if match is None or path.rstrip("/") == _REINGEST_JOBS:
+            self._json(404, {"code": 404, "error": f"no such endpoint: POST {path}"})
+            return
+        refusal = check_token(self.headers.get("Authorization"), self.server.instance.client.token)
+        if refusal is not None:
+            self._json(401, {"code": 401, "error": refusal.reason})
+            return
+        segment = urllib.parse.unquote(match.group(1))
+        try:
+            self._json(200, self.server.reingestion.start(segment))
+        except ReingestionRefused as refused:
+            self._json(refused.status, {"code": refused.status, "error": refused.message})
 
     def _probe(self, path: str) -> None:
         if path == "/health/liveness":
@@ -170,6 +197,7 @@ class _Server(ThreadingHTTPServer):
     instance: ServerInstance
     metrics: Callable[[], tuple[bytes, str]]
     readiness: ServerReadiness | None
+    reingestion: SegmentReingestion
 
 
 class AdminServer:
@@ -180,8 +208,11 @@ class AdminServer:
         port: int,
         metrics: Callable[[], tuple[bytes, str]],
         readiness: ServerReadiness | None = None,
+        reingestion: SegmentReingestion | None = None,
     ) -> None:
         self.httpd = _Server((host, port), _Handler)
+        self.reingestion = reingestion if reingestion is not None else SegmentReingestion(instance)
+        self.httpd.reingestion = self.reingestion
         self.httpd.instance = instance
         self.httpd.metrics = metrics
         self.httpd.readiness = readiness
@@ -196,5 +227,6 @@ class AdminServer:
         self._thread.start()
 
     def stop(self) -> None:
+        self.reingestion.stop()
         self.httpd.shutdown()
         self.httpd.server_close()
