@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
@@ -314,10 +315,7 @@ class LLCSegmentManager:
             result["meta"] = current.mark_committing(str(committing.end_offset))
             return result["meta"].to_znrecord()
 
-        try:
-            update_record(self.zk, path, mark)
-        except NoNode:
-            raise CommitRejected(f"{committing.segment_name} has no metadata") from None
+        self._update_metadata(path, committing.segment_name, mark)
         return result["meta"]
 
     # --- the steps -----------------------------------------------------------------------------
@@ -352,11 +350,15 @@ class LLCSegmentManager:
             result["done"] = done
             return done.to_znrecord()
 
+        self._update_metadata(path, committing.segment_name, mark)
+        return result["done"]
+
+    def _update_metadata(self, path: str, segment: str, mark: Callable) -> None:
+        """Compare-and-set `mark` over a segment's metadata; CommitRejected when it has none."""
         try:
             update_record(self.zk, path, mark)
         except NoNode:
-            raise CommitRejected(f"{committing.segment_name} has no metadata") from None
-        return result["done"]
+            raise CommitRejected(f"{segment} has no metadata") from None
 
     def _step2_next_segment(
         self,

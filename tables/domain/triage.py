@@ -473,13 +473,27 @@ def _commit_verdict(
     detail = commit_detail(live, now_ms)
     started = commit_started_ms(live)
     elapsed = None if started is None else now_ms - started
+    return _committing_or_overdue(
+        verdict, detail, elapsed, limit_ms, " (MAX_SEGMENT_COMPLETION_TIME)"
+    )
+
+
+def _committing_or_overdue(
+    verdict: Callable[..., PartitionVerdict],
+    detail: str,
+    elapsed: int | None,
+    limit_ms: int,
+    past_note: str,
+) -> PartitionVerdict:
+    """COMMITTING within the completion time limit; COMMIT_OVERDUE past it (WARNING), BAD past
+    twice the limit. `past_note` ends the note of a commit past the limit."""
     if elapsed is None or limit_ms <= 0 or elapsed <= limit_ms:
         return verdict(Verdict.COMMITTING, detail)
     limit = format_duration(limit_ms)
     if elapsed > 2 * limit_ms:
         note = f"past twice the {limit} completion time limit: the healer has not repaired it"
         return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
-    note = f"past the {limit} completion time limit (MAX_SEGMENT_COMPLETION_TIME)"
+    note = f"past the {limit} completion time limit{past_note}"
     return verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}")
 
 
@@ -512,14 +526,7 @@ def _pauseless_verdict(
         return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
     since = facts.committing_since_ms
     elapsed = None if since is None else now_ms - since
-    if elapsed is None or limit_ms <= 0 or elapsed <= limit_ms:
-        return verdict(Verdict.COMMITTING, detail)
-    limit = format_duration(limit_ms)
-    if elapsed > 2 * limit_ms:
-        note = f"past twice the {limit} completion time limit: the healer has not repaired it"
-        return replace(verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}"), health=Health.BAD)
-    note = f"past the {limit} completion time limit: the healer repairs it"
-    return verdict(Verdict.COMMIT_OVERDUE, f"{detail}; {note}")
+    return _committing_or_overdue(verdict, detail, elapsed, limit_ms, ": the healer repairs it")
 
 
 # --- segments and tables --------------------------------------------------------------------------
