@@ -1,13 +1,16 @@
 """Two steps of a healing run: ERROR replica resets and orphan upload cleanup (round 2 §A.6-§A.8).
 
-`ErrorRepairer.repair` is Pinot's `repairSegmentsInErrorState` for non-pauseless tables (the
-decision is `tables.domain.healing.plan_error_repairs`); `reset` is Pinot's
-`resetPartitionAllState`: for every instance the IdealState gives the segment to whose
-ExternalView state is not OFFLINE, a Helix STATE_TRANSITION message (current state -> OFFLINE) is
-written to `INSTANCES/<id>/MESSAGES/`, addressed to the instance's live session; the server drops
-the replica to OFFLINE and then follows the IdealState back (downloads the committed copy, or
-consumes again). Beyond Pinot, an instance that is not live, or already has a reset of that replica
-pending, is skipped with a note instead of failing the whole reset.
+`ErrorRepairer.repair` is Pinot's `repairSegmentsInErrorState` (the decision is
+`tables.domain.healing.plan_error_repairs`, gated by the table's disaster-recovery mode,
+`doctor_facts.committing_repair_allowed`): a COMMITTING segment with every replica in ERROR is
+re-ingested (`tables.controller.reingest_trigger`, §C.1) or, for a partial-upsert or dedup table
+in DEFAULT mode, left untouched with a `report.waiting` note; the others are reset.
+`reset` is Pinot's `resetPartitionAllState`: for every instance the IdealState gives the segment
+to whose ExternalView state is not OFFLINE, a Helix STATE_TRANSITION message (current state ->
+OFFLINE) is written to `INSTANCES/<id>/MESSAGES/`, addressed to the instance's live session; the
+server drops the replica to OFFLINE and then follows the IdealState back (downloads the committed
+copy, or consumes again). Beyond Pinot, an instance that is not live, or already has a reset of
+that replica pending, is skipped with a note instead of failing the whole reset.
 
 `UploadSweeper.sweep` deletes committer uploads `<raw>/<segment>.tmp.<uuid>` last modified more
 than `retention_s` ago that are not the download URL of a DONE segment (Pinot's async
@@ -25,6 +28,7 @@ import uuid
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.domain import healing as domain
+from tables.domain.doctor_facts import committing_repair_allowed
 from tables.domain.idealstate import InstanceState
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.domain.table_config import TableConfig
@@ -33,20 +37,23 @@ from tables.zk import messages
 from tables.zk.records import read_record
 
 from .healing_report import HealingAction, HealingReport
+from .reingest_trigger import ReingestTrigger
 
 __all__ = ["ErrorRepairer", "UploadSweeper"]
 
 log = logging.getLogger(__name__)
 
 RESET = "errorReset"
-REINGEST_NEEDED = "reingestNeeded"
 TMP_DELETED = "orphanUploadDeleted"
 
 
 class ErrorRepairer:
-    def __init__(self, ctx: ClusterContext, source: str) -> None:
+    def __init__(
+        self, ctx: ClusterContext, source: str, *, reingest: ReingestTrigger | None = None
+    ) -> None:
         self.ctx, self.zk, self.paths = ctx, ctx.client, ctx.paths
         self.source = f"{socket.gethostname()}-ADMIN" if not source else f"{source}-ADMIN"
+        self.reingest = reingest
 
     def _views(self, table: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
         ideal = read_record(self.zk, self.paths.idealstate(table))
@@ -65,10 +72,20 @@ class ErrorRepairer:
             if InstanceState.ERROR in replicas.values() and s in ideal
         ]
         statuses = self._statuses(table, candidates)
-        repairs, _ = domain.plan_error_repairs(ideal, external, statuses)
+        repairs, _ = domain.plan_error_repairs(
+            ideal,
+            external,
+            statuses,
+            repair_committing=committing_repair_allowed(config.rest),
+            pauseless=config.pauseless_enabled,
+        )
         for repair in repairs:
+            if repair.kind is domain.ErrorRepairKind.UNRECOVERABLE:
+                report.waiting.append(repair.reason)
+                continue
             if repair.kind is domain.ErrorRepairKind.REINGEST:
-                report.waiting.append(f"{repair.reason} (re-ingestion is not built yet)")
+                trigger = self.reingest or ReingestTrigger(self.ctx)
+                trigger.trigger(table, repair, ideal.get(repair.segment, {}), report)
                 continue
             sent, notes = self._reset(table, repair.segment, ideal, external)
             report.waiting.extend(notes)

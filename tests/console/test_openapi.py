@@ -50,6 +50,7 @@ PINOT_PATHS = [
     "/segmentCommitStart",
     "/segmentCommitEndWithMetadata",
     "/extendBuildTime",
+    "/segments/reingested",
     # Issue 22: the operator surface (walked by tests/e2e/test_operator_api.py).
     "/health",
     "/version",
@@ -135,6 +136,28 @@ def test_schema_describes_the_completion_protocol(schema):
     assert set(body["properties"]) == {"metadata.properties", "creation.meta"}
     statuses = schema["components"]["schemas"]["SegmentCompletionResponse"]["properties"]
     assert {"COMMIT", "HOLD", "NOT_LEADER", "COMMIT_SUCCESS"} <= set(statuses["status"]["enum"])
+
+
+def test_schema_describes_the_reingested_segment_upload(schema):
+    upload = schema["paths"]["/segments/reingested"]["post"]
+    params = {(p["in"], p["name"]): p for p in upload["parameters"]}
+    assert set(params) == {
+        ("query", "tableName"),
+        ("header", "UPLOAD_TYPE"),
+        ("header", "DOWNLOAD_URI"),
+        ("header", "COPY_SEGMENT_TO_DEEP_STORE"),
+    }
+    assert all(p["required"] for p in params.values())
+    assert params[("header", "UPLOAD_TYPE")]["schema"]["enum"] == ["METADATA"]
+    assert upload["security"] == [{"clusterToken": []}]
+    body = upload["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert set(body["properties"]) == {"metadata.properties", "creation.meta"}
+    assert set(upload["responses"]) == {"200", "400", "401", "404", "409", "500"}
+    done = upload["responses"]["200"]["content"]["application/json"]["schema"]
+    assert set(done["properties"]) == {"status", "resetInstances"}
+    refused = upload["responses"]["409"]["content"]["application/json"]["schema"]["$ref"]
+    error = schema["components"]["schemas"][refused.rsplit("/", 1)[1]]
+    assert set(error["properties"]) == {"code", "error"}
 
 
 def test_schema_as_yaml_and_auth(client):
