@@ -20,7 +20,9 @@
    says `data_loss` and the caller counts `llcStreamDataLoss`.
 3. Orphan committer uploads (`<segment>.tmp.<uuid>` in the deep store) older than
    `tmp_retention_s` are deleted unless they are a DONE segment's download URL (§A.8).
-4. With `error_auto_reset`, ERROR replicas are reset (`tables.controller.healing_errors`).
+4. With `error_auto_reset`, ERROR replicas are reset, and a COMMITTING segment whose replicas are
+   all ERROR is re-ingested by a live replica (`POST /reingestSegment`), unless the disaster
+   recovery mode forbids it (`tables.controller.healing_errors`, `reingest_trigger`).
 Every step runs even when an earlier one failed; failures are in `HealingReport.error`.
 """
 
