@@ -13,13 +13,17 @@ RealtimeSegmentValidationManager, the Celery task `tables.realtime_segment_valid
   broker fails, nothing is sent, the key is dropped so the next sync may ask again, and the error
   propagates to the caller (the sync records it as a warning).
 
-`request_leader_validation(tables, controller)` is what a controller calls when it becomes the
-lead controller of tables (it gained partitions of leadControllerResource): one run per gained
-REALTIME table (names with or without type; OFFLINE ones are left out), trigger "leader", so the
+`request_leader_validation(tables, controller, takeover_ms)` is what a controller calls when it
+becomes the lead controller of tables (it gained partitions of leadControllerResource): one run per
+gained REALTIME table (names with or without type; OFFLINE ones are left out), trigger "leader",
+with `takeover_ms` (ZooKeeper's mtime of the controller's CURRENTSTATE write that claimed the
+partitions: the run finishes at once a commit the former lead controller left half-done), so the
 new leader's tables are validated now rather than at the next scheduled run (Pinot waits for it,
-up to an hour: pinot issue #3594). Debounced per table like `request_healing` but under its own
-key, `healing:leader:<table>` (value: the controller), so a mirror request does not hide it and
-leadership going back and forth asks for at most one run per table per window. The run itself
+up to an hour: pinot issue #3594). Debounced like `request_healing` but under its own key, so a
+mirror request does not hide it: `healing:leader:<table>:<takeover_ms>` (value: the controller),
+one run per takeover (a second takeover within the window still gets its run: a commit half-done
+by the controller that led in between would otherwise wait for the guard), or, without a
+takeover time, `healing:leader:<table>`, one run per table per window. The run itself
 looks the lead controller up again when a worker runs it and acts on behalf of whoever leads the
 table then. Returns how many tasks were sent. A failure of Redis or the broker is logged and that
 table's key dropped; it never reaches the caller (a controller taking over must not fail for it).
@@ -64,8 +68,9 @@ def key_for(table: str) -> str:
     return f"{KEY_PREFIX}{table}"
 
 
-def leader_key_for(table: str) -> str:
-    return f"{LEADER_KEY_PREFIX}{table}"
+def leader_key_for(table: str, takeover_ms: int | None = None) -> str:
+    suffix = "" if takeover_ms is None else f":{takeover_ms}"
+    return f"{LEADER_KEY_PREFIX}{table}{suffix}"
 
 
 def _debounce_s() -> int:
@@ -99,21 +104,29 @@ def _realtime(tables: Iterable[str]) -> list[str]:
 
 
 def request_leader_validation(
-    tables: Iterable[str], controller: str, *, redis_url: str | None = None
+    tables: Iterable[str],
+    controller: str,
+    takeover_ms: int | None = None,
+    *,
+    redis_url: str | None = None,
 ) -> int:
     """See the module docstring: one run (trigger "leader") per REALTIME table of `tables` that
     `controller` now leads; returns how many were sent."""
     if not settings.HEALING_TRIGGER_ON_LEADERSHIP:
         return 0
     url = redis_url or settings.REDIS_URL
-    sent = sum(1 for table in _realtime(tables) if _request_for_leader(table, controller, url))
+    sent = sum(
+        1 for table in _realtime(tables) if _request_for_leader(table, controller, takeover_ms, url)
+    )
     if sent:
         log.info("%s became the lead controller: %d healing run(s) requested", controller, sent)
     return sent
 
 
-def _request_for_leader(table: str, controller: str, redis_url: str) -> bool:
-    key = leader_key_for(table)
+def _request_for_leader(
+    table: str, controller: str, takeover_ms: int | None, redis_url: str
+) -> bool:
+    key = leader_key_for(table, takeover_ms)
     try:
         client = get_redis(redis_url)
         if not client.set(key, controller[:255].encode(), nx=True, ex=_debounce_s()):
@@ -123,7 +136,9 @@ def _request_for_leader(table: str, controller: str, redis_url: str) -> bool:
         return False
     try:
         current_app.send_task(
-            TASK, kwargs={"table": table, "trigger": LEADER_TRIGGER}, expires=TASK_EXPIRES_S
+            TASK,
+            kwargs={"table": table, "trigger": LEADER_TRIGGER, "takeover_ms": takeover_ms},
+            expires=TASK_EXPIRES_S,
         )
     except Exception:
         log.warning("cannot send a run of %s for %s", table, controller, exc_info=True)

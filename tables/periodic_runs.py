@@ -1,9 +1,10 @@
 """One run of each controller periodic task, as the Celery tasks of `tables.tasks` call them.
 
-- `validate(table, trigger, run_id)`: the healing manager (Pinot's RealtimeSegmentValidationManager,
-  `tables.controller.healing`) on `table` (raw or with type) or on every REALTIME table. Each
-  table's `HealingReport` is stored as a `HealingRun` (idempotent per run id and table); a table
-  whose run raised (ZooKeeper down: `tables.outages.outage_reason` says so) is stored with the
+- `validate(table, trigger, run_id, takeover_ms)`: the healing manager (Pinot's
+  RealtimeSegmentValidationManager, `tables.controller.healing`) on `table` (raw or with type)
+  or on every REALTIME table (`takeover_ms`: see `tables.healing_triggers`). Each table's
+  `HealingReport` is stored as a `HealingRun` (idempotent per run id and table); a table whose
+  run raised (ZooKeeper down: `tables.outages.outage_reason` says so) is stored with the
   error. (A repair that had to start past offsets the stream had dropped is counted in
   `llcStreamDataLoss` by the healing manager itself, so runs made outside Celery count too.)
 - Leadership: the worker acts on behalf of each table's lead controller, read once per invocation
@@ -142,7 +143,12 @@ class _Managers:
 
 
 def _run_one(
-    managers: _Managers, leaders: TableLeaders, table: str, run_id: str, trigger: str
+    managers: _Managers,
+    leaders: TableLeaders,
+    table: str,
+    run_id: str,
+    trigger: str,
+    takeover_ms: int | None = None,
 ) -> dict[str, Any]:
     typed, started = _typed(table), _now_ms()
     leader: str | None = None
@@ -150,7 +156,9 @@ def _run_one(
     try:
         leader = leaders.leader(typed)
         if leader is not None:
-            found = managers.acting_for(leader).run_table(table, run_id=run_id, trigger=trigger)
+            found = managers.acting_for(leader).run_table(
+                table, run_id=run_id, trigger=trigger, takeover_ms=takeover_ms
+            )
     except Exception as exc:  # recorded and counted; the other tables still run
         log.exception("healing run %s of %s failed", run_id, table)
         _record_failure(table, run_id, trigger, started, _reason(exc), leader or "")
@@ -170,8 +178,11 @@ def _run_one(
     }
 
 
-def validate(table: str | None, trigger: str, run_id: str) -> dict[str, Any]:
-    """One invocation of the healing manager; see the module docstring."""
+def validate(
+    table: str | None, trigger: str, run_id: str, takeover_ms: int | None = None
+) -> dict[str, Any]:
+    """One invocation of the healing manager; see the module docstring. `takeover_ms` comes with
+    a run a new lead controller asked for (trigger "leader"): when it took the table over."""
     if trigger not in TRIGGERS:
         raise ValueError(f"trigger {trigger!r} is not one of {', '.join(TRIGGERS)}")
     DurableCounter.increment(TASK_RUN_COUNTER, REALTIME_SEGMENT_VALIDATION)
@@ -188,7 +199,7 @@ def validate(table: str | None, trigger: str, run_id: str) -> dict[str, Any]:
             _record_failure(table, run_id, trigger, started, _reason(exc))
         log.warning("healing run %s could not start: %s", run_id, _reason(exc))
         return {"runId": run_id, "tables": [], "error": _reason(exc)}
-    results = [_run_one(managers, leaders, name, run_id, trigger) for name in tables]
+    results = [_run_one(managers, leaders, name, run_id, trigger, takeover_ms) for name in tables]
     if any(r["error"] for r in results):
         DurableCounter.increment(TASK_ERROR_COUNTER, REALTIME_SEGMENT_VALIDATION)
     return {"runId": run_id, "tables": results, "error": None}

@@ -111,18 +111,23 @@ def force_commit_batches(**run: object) -> None:
 
 @shared_task(name="tables.realtime_segment_validation", bind=True, ignore_result=False)
 def realtime_segment_validation(
-    self, table: str | None = None, trigger: str = "schedule", run_id: str | None = None
+    self,
+    table: str | None = None,
+    trigger: str = "schedule",
+    run_id: str | None = None,
+    takeover_ms: int | None = None,
 ) -> dict[str, object]:
     """Pinot's RealtimeSegmentValidationManager on `table` (raw or with type) or on every REALTIME
     table: beat (`trigger` "schedule"), the mirror sync ("mirror"), an operator ("api") or a
-    controller that became a table's lead controller ("leader", `tables.healing_triggers`);
+    controller that became a table's lead controller ("leader", `tables.healing_triggers`, with
+    `takeover_ms`: when it did, so that a commit its predecessor left half-done is finished now);
     `tables.periodic_runs.validate` records each table's run (`HealingRun`, by `run_id`: by default
     `<trigger>-` and the first 8 hex digits of this task's id), made on behalf of the table's lead
     controller; a table without one is skipped. Runs on one table never overlap: the healing
     manager takes a ZooKeeper lock per table."""
     from tables.periodic_runs import new_run_id, validate
 
-    return validate(table, trigger, run_id or new_run_id(trigger, self.request.id))
+    return validate(table, trigger, run_id or new_run_id(trigger, self.request.id), takeover_ms)
 
 
 @shared_task(name="tables.segment_status_checker", ignore_result=False)

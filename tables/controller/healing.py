@@ -110,8 +110,13 @@ class RealtimeSegmentValidationManager:
         return [t for t in self.reader.list_tables() if t.endswith("_REALTIME")]
 
     # --- one run ------------------------------------------------------------------------------
-    def run_table(self, table: str, *, run_id: str, trigger: str) -> HealingReport:
-        """One validation run of `table` (raw or with type); raises NotFound for an unknown one."""
+    def run_table(
+        self, table: str, *, run_id: str, trigger: str, takeover_ms: int | None = None
+    ) -> HealingReport:
+        """One validation run of `table` (raw or with type); raises NotFound for an unknown one.
+        `takeover_ms`: when the table's lead controller took it over (ZooKeeper's clock), for a
+        run asked for by the new lead controller: guarded writes older than that are repaired at
+        once (`tables.domain.healing`)."""
         config = self.reader.get_table_config(table)
         table = config.table_name_with_type
         report = HealingReport(table, run_id, trigger, self.ctx.now_ms())
@@ -119,7 +124,7 @@ class RealtimeSegmentValidationManager:
             if not held:
                 report.skipped.append("another healing run of this table holds its lock")
             else:
-                self._run_steps(config, report)
+                self._run_steps(config, report, takeover_ms)
         report.finished_ms = self.ctx.now_ms()
         for action in report.actions:
             log.warning("healing %s: %s", table, action.detail)
@@ -138,7 +143,9 @@ class RealtimeSegmentValidationManager:
         except DatabaseError:
             log.exception("healing %s: cannot count %s", config.table_name_with_type, lost)
 
-    def _run_steps(self, config: TableConfig, report: HealingReport) -> None:
+    def _run_steps(
+        self, config: TableConfig, report: HealingReport, takeover_ms: int | None = None
+    ) -> None:
         table = config.table_name_with_type
         try:
             found = read_record(self.zk, self.paths.idealstate(table))
@@ -152,7 +159,7 @@ class RealtimeSegmentValidationManager:
                     "the table is paused: consuming segments are not repaired (errors are)"
                 )
             else:
-                ConsumingRepairer(self, config, report).run(found.record)
+                ConsumingRepairer(self, config, report, takeover_ms).run(found.record)
         except Exception as exc:  # the other steps still run
             log.exception("healing %s: consuming repairs failed", table)
             report.fail("consuming repairs", exc)
@@ -200,9 +207,14 @@ class ConsumingRepairer:
     """Step 2 of a run (see the module docstring) for one table."""
 
     def __init__(
-        self, manager: RealtimeSegmentValidationManager, config: TableConfig, report: HealingReport
+        self,
+        manager: RealtimeSegmentValidationManager,
+        config: TableConfig,
+        report: HealingReport,
+        takeover_ms: int | None = None,
     ) -> None:
         self.manager, self.config, self.report = manager, config, report
+        self.takeover_ms = takeover_ms
         self.ctx, self.zk, self.paths = manager.ctx, manager.zk, manager.paths
         self.table = config.table_name_with_type
         self._provider: StreamProvider | None = None
@@ -220,6 +232,7 @@ class ConsumingRepairer:
                 max_completion_ms=self.manager.llc.max_completion_time_ms(),
                 partial_offline_repair=self.manager.settings.partial_offline_repair,
                 paused_partitions=paused_partitions(ideal),
+                takeover_ms=self.takeover_ms,
             )
             self._note_plan(plan)
             resolved, created = self._resolve(plan.repairs, partitions)

@@ -12,7 +12,9 @@ Contract (reference §8, pinot-round2 §D.1; the plan itself is `tables.domain.l
 - Taking over happens in `sync`, on the controller's loop: a partition is first claimed in this
   controller's CURRENTSTATE (`/INSTANCES/<id>/CURRENTSTATES/<session>/leadControllerResource`,
   `CURRENT_STATE` MASTER), then confirmed by a fresh read of the assignment; only then does
-  `leads` answer True for its tables. The cluster leader gives a partition to a controller only
+  `leads` answer True for its tables. `claimed_ms` is ZooKeeper's mtime of the last claiming
+  write: the moment from which this controller, not a former one, commits the gained tables.
+  The cluster leader gives a partition to a controller only
   while no other live controller's CURRENTSTATE holds it, so two controllers never act as MASTER
   of one partition together.
 - `sync` returns what changed (gained, lost), so the caller can rebuild per-table state: drop the
@@ -100,6 +102,7 @@ class LeadFollower:
         self._session: str | None = None
         self._written: tuple[str, frozenset[int]] | None = None
         self._watches: list[Any] = []
+        self.claimed_ms: int | None = None
 
     # --- answers (any thread) ----------------------------------------------------------------
     def leads(self, table: str) -> bool:
@@ -197,7 +200,8 @@ class LeadFollower:
                 take = frozenset()
             self._held = self._held - drop
         if take:
-            self._write_state(client, paths, session, self.held | take)  # claim first
+            claimed = self._write_state(client, paths, session, self.held | take)  # claim first
+            self.claimed_ms = claimed if claimed is not None else self.claimed_ms
             self._refresh(client, paths)  # then confirm
             with self._lock:
                 confirmed = frozenset(
@@ -242,9 +246,10 @@ class LeadFollower:
 
     def _write_state(
         self, client: ZkStore, paths: ClusterPaths, session: str, held: frozenset[int]
-    ) -> None:
+    ) -> int | None:
+        """Write the CURRENTSTATE; returns the write's mtime (None when nothing changed)."""
         if self._written == (session, held):
-            return
+            return None
         record = ZNRecord(
             id=LEAD_CONTROLLER_RESOURCE,
             simple_fields={
@@ -258,10 +263,13 @@ class LeadFollower:
         path = paths.currentstate(self.instance_id, session, LEAD_CONTROLLER_RESOURCE)
         data = codec.encode(record)
         try:
-            client.set(path, data)
+            mtime = client.set(path, data).mtime
         except NoNode:
             client.create(path, data, makepath=True)
+            stat = client.exists(path)
+            mtime = stat.mtime if stat is not None else _now_ms()
         self._written = (session, held)
+        return int(mtime)
 
 
 def _now_ms() -> int:

@@ -14,7 +14,9 @@ Contract:
 - When partitions are gained or lost, the completion FSMs of their tables are dropped (rebuilt
   from ZooKeeper on the next call: a segment found COMMITTING or mid-commit is continued by the
   protocol and the healer, never committed twice: every commit step is compare-and-set), and one
-  healing run per gained table is asked for at once (trigger "leader"). That request and the
+  healing run per gained table is asked for at once (trigger "leader", with the claim's
+  ZooKeeper mtime as `takeover_ms`: a commit the former lead controller left between its steps
+  is finished then, not after MAX_SEGMENT_COMPLETION_TIME). That request and the
   leadership history rows go through a background thread: a slow broker or a locked database
   never holds the loop (and so never delays following or handing over leadership).
 - `hand_over` (SIGTERM, SIGINT): answer NOT_LEADER to new protocol calls, wait up to
@@ -63,7 +65,7 @@ class ControllerProcess:
         port: int,
         manager_factory: Callable[[Callable[[str], bool]], CompletionManager],
         delay_ms: int,
-        request_validation: Callable[[list[str], str], object] | None = None,
+        request_validation: Callable[[list[str], str, int | None], object] | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.instance_id = f"Controller_{host}_{port}"
@@ -155,8 +157,8 @@ class ControllerProcess:
             if t.endswith("_REALTIME") and lead_partition(raw_table_name(t), count) in gained
         ]
         if tables:
-            request = self._request_validation
-            self._later(lambda: request(tables, self.instance_id))
+            request, since = self._request_validation, self.follower.claimed_ms
+            self._later(lambda: request(tables, self.instance_id, since))
 
     def _record(self, changes: list[MasterChange]) -> None:
         """Log the changes and queue them for the history writer (never blocks the loop: a

@@ -24,6 +24,11 @@ first matching case of Pinot's order applies:
 Then every stream partition with no segment at all gets sequence 0 from the stream's earliest
 offset (`NEW_PARTITION`). Paused partitions (`paused_partitions`) are left alone; the caller skips
 the whole plan for a paused table, as Pinot does.
+The guard of cases 1 and 4 (and of duplicate sequences, below) does not apply to a write older
+than `takeover_ms`, the moment the table's current lead controller took it over: the former one
+is fenced (dead, its ZooKeeper session ended, or it handed the partition over), so a commit it
+left half-done is finished at once, not after MAX_SEGMENT_COMPLETION_TIME (Pinot waits that and
+then the next validation run).
 
 Beyond Pinot: two segments of one partition with one sequence number (a committer and a repair
 that both made a next segment) are resolved by preferring the one in the IdealState.
@@ -233,11 +238,16 @@ def plan_consuming_repairs(
     max_completion_ms: int,
     partial_offline_repair: bool = False,
     paused_partitions: Collection[int] = (),
+    takeover_ms: int | None = None,
 ) -> Plan:
     """The repairs of `ensureAllPartitionsConsuming` (see the module docstring).
 
     `stream_partitions` None means the stream could not be asked: nothing is planned that depends
-    on it (partition end, new partitions), and partitions are assumed to still exist."""
+    on it (partition end, new partitions), and partitions are assumed to still exist.
+    `takeover_ms` (ZooKeeper's clock) is when the table's current lead controller took the table
+    over: a guarded write older than that was made by a lead controller that no longer leads the
+    table, so no commit of it can still finish, and the case is repaired at once."""
+    guard = _Guard(max_completion_ms, takeover_ms)
     plan = Plan()
     latest, strays = latest_by_partition(segments, ideal)
     for partition in sorted(latest):
@@ -246,10 +256,8 @@ def plan_consuming_repairs(
         facts = latest[partition]
         exists = stream_partitions is None or partition in stream_partitions
         if strays.get(partition):
-            _plan_strays(plan, partition, facts, strays[partition], now_ms, max_completion_ms)
-        _plan_partition(
-            plan, ideal, facts, exists, now_ms, max_completion_ms, partial_offline_repair
-        )
+            _plan_strays(plan, partition, facts, strays[partition], now_ms, guard)
+        _plan_partition(plan, ideal, facts, exists, now_ms, guard, partial_offline_repair)
     if stream_partitions is not None:
         for partition in sorted(set(stream_partitions) - set(latest) - set(paused_partitions)):
             plan.repairs.append(
@@ -266,8 +274,17 @@ def plan_consuming_repairs(
     return plan
 
 
-def _guard(facts: SegmentFacts, max_completion_ms: int) -> int:
-    return facts.mtime_ms + max_completion_ms
+@dataclass(frozen=True)
+class _Guard:
+    """When a guarded case may be repaired (`until`: past it, repair)."""
+
+    max_completion_ms: int
+    takeover_ms: int | None = None
+
+    def until(self, facts: SegmentFacts) -> int:
+        if self.takeover_ms is not None and facts.mtime_ms < self.takeover_ms:
+            return facts.mtime_ms - 1  # left by a former lead controller: nothing to wait for
+        return facts.mtime_ms + self.max_completion_ms
 
 
 def _plan_strays(
@@ -276,9 +293,9 @@ def _plan_strays(
     latest: SegmentFacts,
     strays: Sequence[SegmentFacts],
     now_ms: int,
-    max_completion_ms: int,
+    guard: _Guard,
 ) -> None:
-    old = [s.name for s in strays if now_ms > _guard(s, max_completion_ms)]
+    old = [s.name for s in strays if now_ms > guard.until(s)]
     if old:
         plan.repairs.append(
             Repair(
@@ -298,16 +315,14 @@ def _plan_partition(
     facts: SegmentFacts,
     exists: bool,
     now_ms: int,
-    max_completion_ms: int,
+    guard: _Guard,
     partial_offline_repair: bool,
 ) -> None:
     states = _states(ideal, facts.name)
     if states is None:
-        _plan_missing_from_idealstate(plan, ideal, facts, now_ms, max_completion_ms)
+        _plan_missing_from_idealstate(plan, ideal, facts, now_ms, guard)
     elif CONSUMING in states.values():
-        _plan_consuming(
-            plan, facts, states, exists, now_ms, max_completion_ms, partial_offline_repair
-        )
+        _plan_consuming(plan, facts, states, exists, now_ms, guard, partial_offline_repair)
     else:
         _plan_no_consuming(plan, facts, states, exists)
 
@@ -318,13 +333,13 @@ def _plan_consuming(
     states: Mapping[str, str],
     exists: bool,
     now_ms: int,
-    max_completion_ms: int,
+    guard: _Guard,
     partial_offline_repair: bool,
 ) -> None:
     name = facts.llc
     partition = name.partition_group_id
     if facts.status == DONE:
-        until = _guard(facts, max_completion_ms)
+        until = guard.until(facts)
         kind = RepairKind.COMMIT_STOPPED_AFTER_STEP1 if exists else RepairKind.PARTITION_ENDED
         if now_ms <= until:
             plan.waits.append(
@@ -431,10 +446,10 @@ def _plan_missing_from_idealstate(
     ideal: Mapping[str, Mapping[str, str]],
     facts: SegmentFacts,
     now_ms: int,
-    max_completion_ms: int,
+    guard: _Guard,
 ) -> None:
     partition = facts.llc.partition_group_id
-    until = _guard(facts, max_completion_ms)
+    until = guard.until(facts)
     kind = RepairKind.COMMIT_STOPPED_AFTER_STEP2
     if now_ms <= until:
         plan.waits.append(

@@ -12,9 +12,13 @@ order on one stack:
 (b) SIGTERM the victim's leader during a commit, with a 300 s delay: its partitions move at once;
 (c) SIGSTOP the victim's leader past its session timeout (delay 0): another controller takes the
     partitions and commits; after SIGCONT the stopped one has dropped its leadership and answers
-    NOT_LEADER.
+    NOT_LEADER;
+(e) a lead controller exits between commit steps 1 and 2 (fault injection): the table's new lead
+    controller's takeover healing run (trigger "leader", HEALING_TRIGGER_ON_LEADERSHIP on here)
+    finishes that commit at once, where the guard alone would wait 5 minutes.
 Every controller logs each commit ("committed <segment> at offset ..."); no segment is committed
-twice, by one controller or two, and both tables end with `verify_ledger --rows` clean.
+twice, by one controller or two (a commit finished by a takeover run is not logged by any), and
+both tables end with `verify_ledger --rows` clean.
 Figures (failover times) go to var/test[/slot-N]/artifacts/failover.txt; nothing asserts on them.
 """
 
@@ -41,6 +45,7 @@ from tables.domain.lead_assignment import masters_of
 from tables.domain.leadership import lead_partition, partition_name
 from tables.domain.segment_metadata import SegmentStatus
 from tables.domain.table_config import switch_stream_type
+from tables.models import HealingRun
 from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.streams.redis_streams import RedisStreamProvider, RedisTopicAdmin
@@ -65,6 +70,10 @@ SEGMENT_ROWS = 150  # a commit every ~3 s per table
 FIGURES = Path(envdefaults.VAR_DIR) / "artifacts" / "failover.txt"
 PASSWORD = "a-long-test-password"
 COMMITTED = re.compile(r"committed (\S+) at offset")
+CONTROLLER_ENV = {
+    "LEAD_CONTROLLER_REBALANCE_DELAY_MS": "0",
+    "HEALING_TRIGGER_ON_LEADERSHIP": "true",
+}
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -114,19 +123,21 @@ def figure(text: str) -> None:
 
 # --- the stack --------------------------------------------------------------------------------
 class Stack:
-    def __init__(self, cluster: IngestCluster, zk) -> None:
-        self.cluster, self.zk = cluster, zk
+    def __init__(self, cluster: IngestCluster, zk, faults: Path) -> None:
+        self.cluster, self.zk, self.faults = cluster, zk, faults
         self.index = {cluster.controller_id_of(i): i for i in range(CONTROLLERS)}
         self.topics: dict[str, str] = {}
         self.producers: list[subprocess.Popen] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**CONTROLLER_ENV, "FAULT_INJECTION_DIR": str(self.faults)}
 
     def proc(self, controller: str) -> subprocess.Popen:
         return self.cluster.procs[self.cluster.controller_name(self.index[controller])]
 
     def restart(self, controller: str) -> None:
-        self.cluster.start_controller(
-            self.index[controller], {"LEAD_CONTROLLER_REBALANCE_DELAY_MS": "0"}
-        )
+        self.cluster.start_controller(self.index[controller], self.env)
         wait_until(lambda: balanced(self.zk, set(self.index)), timeout=90, what="8/8/8 again")
 
     def add_table(self, raw: str) -> str:
@@ -198,11 +209,13 @@ def stack(worker_zk, celery_workers, tmp_path, request) -> Iterator[Stack]:
     cluster = IngestCluster(celery_workers.zk_hosts, tmp_path / "servers", request.node.name)
     for old in cluster.log_dir.glob(f"{request.node.name}-*.log"):
         old.unlink()
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    stack = Stack(cluster, worker_zk, faults)
     for index in range(CONTROLLERS):
-        cluster.start_controller(index, {"LEAD_CONTROLLER_REBALANCE_DELAY_MS": "0"})
+        cluster.start_controller(index, stack.env)
     for index in range(3):
         cluster.start_server(index)
-    stack = Stack(cluster, worker_zk)
     wanted = {*stack.index, *(cluster.server_id(i) for i in range(3))}
     wait_until(lambda: wanted <= live(worker_zk), timeout=90, what="3 controllers, 3 servers")
     ResourceManager(context.current()).add_schema(load("githubEvents_schema.json"))
@@ -321,6 +334,8 @@ def test_leadership_is_split_moves_on_failures_and_no_segment_is_committed_twice
     _set_enabled(zk, fourth, True)
     wait_until(lambda: balanced(zk, set(stack.index)), timeout=90, what="8/8/8 after SIGCONT")
 
+    _dies_after_step1(stack, {victim_raw: victim, bystander_raw: bystander})
+
     # The end: stop producing, every row committed once, no segment committed twice.
     for producer in stack.producers:
         producer.terminate()
@@ -339,9 +354,56 @@ def test_leadership_is_split_moves_on_failures_and_no_segment_is_committed_twice
         for i in range(CONTROLLERS)
         for segment in COMMITTED.findall(cluster.log(cluster.controller_name(i)))
     )
+    healed = _finished_by_takeover(victim) | _finished_by_takeover(bystander)
     twice = {s: n for s, n in commits.items() if n > 1}
     assert not twice, twice
-    assert done(victim) | done(bystander) <= set(commits)
+    assert done(victim) | done(bystander) <= set(commits) | healed
+
+
+def _dies_after_step1(stack: Stack, tables: dict[str, str]) -> None:
+    """(e): the first lead controller to commit exits after commit step 1; each table it led
+    commits twice more (the half-done segment, then the next one), the first finished by the new
+    lead controller's takeover run."""
+    leaders = {table: leader_of(stack.zk, raw) for raw, table in tables.items()}
+    before = {table: done(table) for table in tables.values()}
+    (stack.faults / "controller.commit.after_step1").touch()
+    armed_at = time.monotonic()
+    dead = wait_until(
+        lambda: next((c for c in stack.index if stack.proc(c).poll() is not None), None),
+        timeout=60,
+        what="a lead controller exits after commit step 1",
+    )
+    assert stack.proc(dead).returncode == 86  # fault injection's exit status
+    hurt = [t for t, leader in leaders.items() if leader == dead]
+    assert hurt, (dead, leaders)
+    for table in hurt:
+        new = stack.commits_of(table, before[table], 2, timeout=120)
+        wait_until(
+            lambda table=table, new=new: (
+                new & _finished_by_takeover(table, "commitStoppedAfterStep1")
+            ),
+            timeout=30,
+            what=f"the takeover run of {table} recorded",
+        )
+        figure(
+            f"lead controller exited after commit step 1: {table} committed twice more "
+            f"{time.monotonic() - armed_at:.1f} s after the fault was armed "
+            "(the guard alone: 300 s)"
+        )
+    stack.restart(dead)
+
+
+def _finished_by_takeover(table: str, kind: str | None = None) -> set[str]:
+    """Segments named by the actions (of `kind`, or any) of "leader" healing runs of `table`:
+    a commit its lead controller left half-done, finished by the next one's takeover run."""
+    pattern = re.compile(rf"{re.escape(table.removesuffix('_REALTIME'))}__\d+__\d+__\w+")
+    return {
+        name
+        for run in HealingRun.objects.filter(table=table, trigger="leader")
+        for action in run.actions
+        if kind in (None, action["kind"])
+        for name in pattern.findall(f"{action['segment']} {action['detail']}")
+    }
 
 
 def _set_enabled(zk, instance: str, enabled: bool) -> None:

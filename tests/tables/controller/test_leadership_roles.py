@@ -176,9 +176,12 @@ def test_a_follower_claims_confirms_and_drops_its_partitions(clients):
     wait_until(woken.is_set, timeout=30, what="the IdealState watch wakes the loop")
     assert not follower.leads(TABLE)  # a partition is taken in `sync`, never by the watch
 
+    assert follower.claimed_ms is None
     assert follower.sync(store, PATHS) == (frozenset({P}), frozenset())
     assert follower.held == frozenset({P})
     assert follower.leads(TABLE) and not follower.leads(OTHER)
+    path = PATHS.currentstate(ME, session, LEAD_CONTROLLER_RESOURCE)
+    assert follower.claimed_ms == store.exists(path).mtime  # the claim, in ZooKeeper's clock
     state = _current_state(store, ME, session)
     assert state.map_fields == {partition_name(P): {"CURRENT_STATE": "MASTER"}}
     assert state.simple_fields["SESSION_ID"] == session

@@ -107,6 +107,33 @@ def test_latest_missing_from_idealstate_waits_for_its_own_mtime():
     assert result.repairs == [] and result.waits[0].segment == seg(0, 2)
 
 
+def test_a_half_done_commit_of_a_former_lead_controller_is_finished_at_once():
+    """Written before the current lead controller took the table over (`takeover_ms`): the
+    writer no longer leads it, so cases 1 and 4 and a stray are repaired without the guard;
+    a write at or after the takeover still waits."""
+    step1 = ({seg(0, 3): {"a": "CONSUMING"}}, [facts(seg(0, 3), "DONE", "10", "20", NOW - 900)])
+    (repair,) = plan(*step1, takeover_ms=NOW - 899).repairs
+    assert repair.kind is RepairKind.COMMIT_STOPPED_AFTER_STEP1 and repair.offset == "20"
+    assert plan(*step1, takeover_ms=NOW - 900).waits[0].until_ms == NOW - 900 + GUARD
+
+    step2 = (
+        {seg(0, 1): {"a": "CONSUMING"}},
+        [facts(seg(0, 1), "DONE", "0", "9"), facts(seg(0, 2), "IN_PROGRESS", "9", mtime=NOW - 5)],
+    )
+    (repair,) = plan(*step2, takeover_ms=NOW - 4).repairs
+    assert repair.kind is RepairKind.COMMIT_STOPPED_AFTER_STEP2
+    assert plan(*step2, takeover_ms=NOW - 6).repairs == []
+
+    kept, stray = seg(0, 2, "20261125T1200Z"), seg(0, 2, "20261125T1201Z")
+    race = (
+        {kept: {"a": "CONSUMING"}},
+        [facts(kept, "IN_PROGRESS", "9"), facts(stray, "IN_PROGRESS", "9", mtime=NOW - 10)],
+    )
+    assert plan(*race).repairs == []
+    (repair,) = plan(*race, takeover_ms=NOW - 9).repairs
+    assert repair.kind is RepairKind.DUPLICATE_SEQUENCE and repair.drop == (stray,)
+
+
 def test_new_partitions_start_at_sequence_zero_from_earliest():
     result = plan({}, [], partitions=(0, 1))
     assert [(r.kind, r.partition, r.new_from) for r in result.repairs] == [

@@ -121,22 +121,39 @@ def test_a_new_lead_controller_requests_one_run_per_gained_realtime_table(
     settings.HEALING_TRIGGER_DEBOUNCE_SECONDS = 20
     raw = [f"t{uuid.uuid4().hex[:8]}" for _ in range(2)]
     typed = sorted(f"{name}_REALTIME" for name in raw)
-    keys = [healing_triggers.leader_key_for(t) for t in typed]
+    keys = [healing_triggers.leader_key_for(t, 1234) for t in typed]
     try:
         # Raw or with type; an OFFLINE table has no healing manager; each table once.
         gained = [raw[0], f"{raw[1]}_REALTIME", f"{raw[1]}_OFFLINE", raw[0]]
-        assert healing_triggers.request_leader_validation(gained, "Controller_h_9000") == 2
-        assert published == [(TASK, {"table": t, "trigger": "leader"}) for t in typed]
+        assert healing_triggers.request_leader_validation(gained, "Controller_h_9000", 1234) == 2
+        assert published == [
+            (TASK, {"table": t, "trigger": "leader", "takeover_ms": 1234}) for t in typed
+        ]
         assert [redis_client.get(k) for k in keys] == [b"Controller_h_9000"] * 2
         assert all(0 < redis_client.ttl(k) <= 20 for k in keys)
 
-        # Debounced per table, apart from the mirror's requests.
-        assert healing_triggers.request_leader_validation(typed, "Controller_h_9001") == 0
+        # One run per takeover, apart from the mirror's requests: the same takeover again is
+        # debounced, a later takeover (another controller, or the same one again) is not.
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9000", 1234) == 0
         assert healing_triggers.request_healing(typed[0], "a repair is due")
         assert len(published) == 3
-        redis_client.delete(keys[1])  # that table's window is over
-        assert healing_triggers.request_leader_validation(typed, "Controller_h_9001") == 1
-        assert published[-1] == (TASK, {"table": typed[1], "trigger": "leader"})
+        assert healing_triggers.request_leader_validation(typed[:1], "Controller_h_9001", 5678) == 1
+        assert published[-1] == (
+            TASK,
+            {"table": typed[0], "trigger": "leader", "takeover_ms": 5678},
+        )
+        keys.append(healing_triggers.leader_key_for(typed[0], 5678))
+
+        # Without a takeover time: one run per table per window.
+        keys += [healing_triggers.leader_key_for(t) for t in typed]
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9001") == 2
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9002") == 0
+        redis_client.delete(keys[-1])  # that table's window is over
+        assert healing_triggers.request_leader_validation(typed, "Controller_h_9002") == 1
+        assert published[-1] == (
+            TASK,
+            {"table": typed[1], "trigger": "leader", "takeover_ms": None},
+        )
     finally:
         redis_client.delete(*keys, *(healing_triggers.key_for(t) for t in typed))
 
