@@ -1,11 +1,12 @@
 """The controller-side Prometheus metrics: cluster state under Pinot's names and labels (§9.3).
 
-Every family is computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
-written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a query is shared),
-never from ZooKeeper itself, with a fixed number of aggregate queries (seven, six without pauseless
-tables, whatever the number of tables or partitions: the status checks are joined to the tables'
-query), so a scrape stays cheap at 1,000 tables x 16 partitions and works while ZooKeeper is
-down (`pinot_console_mirror_age_seconds` then grows).
+Every family but one is computed at scrape time from the database MIRROR of ZooKeeper
+(`tables.models`, written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a
+query is shared), never from ZooKeeper itself, with a fixed number of aggregate queries (seven, six
+without pauseless tables, whatever the number of tables or partitions: the status checks are
+joined to the tables' query), so a scrape stays cheap at 1,000 tables x 16 partitions and works
+while ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows). The one exception is read
+from Redis in one round trip: `pinot_controller_reingestedSegmentUploadsInProgress_Value` (below).
 
 Families (all defined once, in `DEFINITIONS`):
 
@@ -38,8 +39,11 @@ Families (all defined once, in `DEFINITIONS`):
   partitions whose lag is known (`triage.lag_known`: a reporting replica knows its upstream
   offset); an unknown lag is absent, not 0.
 - durable counters (`tables.models.DurableCounter`) as Pinot meters' `_Count`:
-  `pinot_controller_<name>_Count{table,tableType}` (`llcStreamDataLoss`; `llcStateMachineAborts`:
-  `{table}` only, as Pinot keys that meter by raw table) and the two server meters Pinot's
+  `pinot_controller_<name>_Count{table,tableType}` (`llcStreamDataLoss`; Pinot's
+  `segmentMissingDeepStoreLink`, commits ended with a blank deep-store location, and the
+  deep-store upload repair's `llcSegmentsDeepStoreUploadRetrySuccess` and `...RetryError`;
+  `llcStateMachineAborts`: `{table}` only, as Pinot keys that meter by raw table) and the two
+  server meters Pinot's
   pauseless design names, with the server's prefix and labels:
   `pinot_server_segmentBuildFailure_Count{table,tableType,topic,partition}` (Pinot keys it by the
   consumer's client id `<table>_REALTIME-<topic>-<partition>`, which is the counter's stored key;
@@ -61,6 +65,10 @@ Families (all defined once, in `DEFINITIONS`):
   `..._controllerPeriodicTaskError_Count{taskName}` count the runs and failed runs of the
   controller periodic tasks (`tables.domain.periods.PERIODIC_TASKS`, each always sampled; Pinot
   keys these meters by task name).
+- Pinot's global gauge `pinot_controller_reingestedSegmentUploadsInProgress_Value`: the
+  `POST /segments/reingested` requests being processed right now by every controller (and web)
+  process together, from leases in Redis (`monitoring.in_progress`: a process that dies
+  mid-request stops counting within 30 s); no sample while Redis cannot be read.
 - `LeadControllerManager`'s gauges, one series per controller (Pinot exports them per controller
   process, unlabelled; a scrape of the mirror sees every controller at once, hence the
   `controller` label): `pinot_controller_LeaderPartitionCount_Value` (Pinot's
@@ -88,11 +96,13 @@ are not exposed.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
+import redis
 from django.conf import settings
 from django.db.models import Case, CharField, Count, F, Value, When
 from django.utils import timezone
@@ -115,8 +125,10 @@ from monitoring.definitions import (
     TABLE,
     TABLE_GAUGES,
     TASK_COUNTERS,
+    UPLOADS_IN_PROGRESS,
     Definition,
 )
+from monitoring.in_progress import count_in_progress
 from tables.domain.completion_trust import REFUSED_COUNTER, Cause
 from tables.domain.doctor_facts import committing_repair_allowed
 from tables.domain.names import raw_table_name
@@ -131,6 +143,7 @@ from tables.models import (
     MirrorState,
     PartitionStatus,
 )
+from tables.redisconn import get_redis
 
 __all__ = [
     "BUILD_FAILURE",
@@ -141,6 +154,8 @@ __all__ = [
     "Definition",
     "controller_registry",
 ]
+
+log = logging.getLogger(__name__)
 
 REALTIME_SUFFIX = "_REALTIME"
 ALWAYS_REPORTED_KINDS = ("SERVER", "CONTROLLER")
@@ -161,6 +176,7 @@ class ControllerCollector(Collector):
         partitions = yield from self._partitions()
         yield from self._pauseless(realtime)
         yield from self._counters(realtime, partitions)
+        yield self._uploads_in_progress()
         live_controllers = yield from self._instances()
         yield from self._leadership(live_controllers, state)
         yield from self._mirror(state)
@@ -298,6 +314,18 @@ class ControllerCollector(Collector):
             for task in sorted(tasks[name]):
                 family.add_metric([task], float(tasks[name][task]))
             yield family
+
+    def _uploads_in_progress(self) -> Metric:
+        """The one figure read from Redis (no query): re-ingested segment uploads in progress in
+        every process (`monitoring.in_progress`); no sample while Redis cannot be read."""
+        family = DEFINITIONS[UPLOADS_IN_PROGRESS].family()
+        try:
+            count = count_in_progress(get_redis(settings.REDIS_URL), settings.CLUSTER_NAME)
+        except redis.RedisError as exc:
+            log.warning("/metrics: cannot read the uploads in progress from Redis: %s", exc)
+            return family
+        family.add_metric([], count)
+        return family
 
     def _instances(self) -> Iterator[Metric]:
         """Query 4: participants counted by kind and liveness, controllers one by one. Returns

@@ -6,8 +6,12 @@ where a family's values come from: `TABLE_GAUGES` (MirroredTable / TableStatusCh
 `PARTITION_GAUGES` (PartitionStatus columns), `PAUSELESS_GAUGES` (computed from the mirrored
 segments), and the durable counters (`tables.models.DurableCounter` names: `COUNTERS`, with
 `LEGACY_COUNTERS` the names two of them had before they took Pinot's, `TASK_COUNTERS`,
-`REFUSAL_COUNTERS`). A new durable counter needs one line in `DEFINITIONS` and in `COUNTERS`;
-names not defined here are not exposed.
+`REFUSAL_COUNTERS`), and `UPLOADS_IN_PROGRESS`, the one family read from Redis at scrape time
+(`monitoring.in_progress`). A new durable counter needs one line in `DEFINITIONS` and in
+`COUNTERS`; names not defined here are not exposed.
+
+`SERVER_DEFINITIONS` are an ingestion server's own families (`monitoring.server_metrics`, served
+on the server's admin port), apart from the controller's because no controller scrape has them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ __all__ = [
     "CHECK_FRESH_PERIODS",
     "CLIENT",
     "COUNTERS",
+    "DEEP_STORE_LINK_MISSING",
     "DEFINITIONS",
     "LEGACY_COUNTERS",
     "PARTITION",
@@ -34,9 +39,13 @@ __all__ = [
     "REFUSAL_COUNTERS",
     "REINGESTION_FAILURE",
     "REPAIR_CONFIG_PATHS",
+    "SERVER_DEFINITIONS",
     "TABLE",
     "TABLE_GAUGES",
     "TASK_COUNTERS",
+    "UPLOADS_IN_PROGRESS",
+    "UPLOAD_RETRY_ERROR",
+    "UPLOAD_RETRY_SUCCESS",
     "Definition",
     "TableGauge",
 ]
@@ -45,6 +54,14 @@ REALTIME = "REALTIME"
 # Pinot's server meters, kept as durable counters under these names (`tables.builds` counts them).
 BUILD_FAILURE = "segmentBuildFailure"
 REINGESTION_FAILURE = "segmentReingestionFailure"
+# Pinot's controller meters of the commit end and of the deep-store upload repair, kept as durable
+# counters per table under these names (the commit path and the healer count them).
+DEEP_STORE_LINK_MISSING = "segmentMissingDeepStoreLink"
+UPLOAD_RETRY_SUCCESS = "llcSegmentsDeepStoreUploadRetrySuccess"
+UPLOAD_RETRY_ERROR = "llcSegmentsDeepStoreUploadRetryError"
+# Pinot's global controller gauge: the re-ingested segment uploads in progress, from Redis
+# (`monitoring.in_progress`).
+UPLOADS_IN_PROGRESS = "reingestedSegmentUploadsInProgress"
 
 TABLE = ("table", "tableType")
 PARTITION = ("table", "tableType", "partition")
@@ -189,6 +206,21 @@ DEFINITIONS: dict[str, Definition] = {
         "Times a partition had to resume past offsets the stream had already dropped "
         "(rows lost upstream before they were committed).",
     ),
+    DEEP_STORE_LINK_MISSING: _count(
+        DEEP_STORE_LINK_MISSING,
+        "Segment commits that ended with a blank deep-store location (Pinot's controller meter in "
+        "commit end; a peer:// location is not blank and is not counted).",
+    ),
+    UPLOAD_RETRY_SUCCESS: _count(
+        UPLOAD_RETRY_SUCCESS,
+        "Deep-store upload repairs that succeeded: a server uploaded its copy of a segment that "
+        "had no deep-store copy (COMMITTING, or DONE with an empty download URL).",
+    ),
+    UPLOAD_RETRY_ERROR: _count(
+        UPLOAD_RETRY_ERROR,
+        "Deep-store upload repairs that failed (no server could upload its copy, or the segment's "
+        "metadata could not be updated); the healer tries again at its next run.",
+    ),
     "llcStateMachineAborts": _count(
         "llcStateMachineAborts",
         "Segment completion state machines aborted (commit timed out or failed) "
@@ -215,6 +247,12 @@ DEFINITIONS: dict[str, Definition] = {
         ("taskName",),
     ),
     # Cluster.
+    UPLOADS_IN_PROGRESS: _gauge(
+        f"pinot_controller_{UPLOADS_IN_PROGRESS}_Value",
+        "POST /segments/reingested requests (servers completing a re-ingested segment) being "
+        "processed right now by any controller process (Pinot's global gauge; a process that "
+        "died mid-request stops counting within 30 s). Absent while Redis cannot be read.",
+    ),
     "LeaderPartitionCount": _gauge(
         "pinot_controller_LeaderPartitionCount_Value",
         "leadControllerResource partitions this controller is MASTER of while live "
@@ -337,6 +375,9 @@ COUNTERS: tuple[str, ...] = (
     BUILD_FAILURE,
     REINGESTION_FAILURE,
     "llcStreamDataLoss",
+    DEEP_STORE_LINK_MISSING,
+    UPLOAD_RETRY_SUCCESS,
+    UPLOAD_RETRY_ERROR,
     "llcStateMachineAborts",
 )
 # Counts stored under the names these counters had before they took Pinot's: added in.
@@ -348,3 +389,55 @@ LEGACY_COUNTERS: dict[str, str] = {
 TASK_COUNTERS: tuple[str, ...] = (TASK_RUN_COUNTER, TASK_ERROR_COUNTER)
 # Cluster-wide durable counters of refused completion calls, one per cause.
 REFUSAL_COUNTERS: dict[str, Cause] = {refusal_counter_name(cause): cause for cause in Cause}
+
+
+# --- an ingestion server's own families (monitoring.server_metrics) -------------------------------
+
+SERVER_DEFINITIONS: dict[str, Definition] = {
+    "realtimeRowsConsumed": _count(
+        "realtimeRowsConsumed",
+        "Rows consumed since the server started, per consumer client id; without labels the "
+        "server-wide total.",
+        CLIENT,
+        "pinot_server_",
+    ),
+    "llcPartitionConsuming": _gauge(
+        "pinot_server_llcPartitionConsuming_Value",
+        "1 while the partition's segment is being consumed (not while holding or committing).",
+        CLIENT,
+    ),
+    "pauselessConsumptionEnabled": _gauge(
+        "pinot_server_pauselessConsumptionEnabled_Value",
+        "1 when the partition's newest consumer on this server consumes in pauseless mode (its "
+        "table's pauselessConsumptionEnabled when it started: it commits without stopping), else "
+        "0; only partitions with a consumer on this server.",
+        CLIENT,
+    ),
+    BUILD_FAILURE: _count(
+        BUILD_FAILURE,
+        "Segment builds this server asked for that failed, since it started.",
+        CLIENT,
+        "pinot_server_",
+    ),
+    "realtimeIngestionOffsetLag": _gauge(
+        "pinot_server_realtimeIngestionOffsetLag_Value",
+        "Latest upstream offset minus the next offset to consume.",
+        PARTITION,
+    ),
+    "realtimeIngestionDelayMs": _gauge(
+        "pinot_server_realtimeIngestionDelayMs_Value",
+        "Milliseconds between now and the stream time of the last consumed message (0 when the "
+        "partition is caught up).",
+        PARTITION,
+    ),
+    "realtimeIngestionUpstreamOffset": _gauge(
+        "pinot_server_realtimeIngestionUpstreamOffset_Value",
+        "The stream partition's latest offset, as the consumer last saw it.",
+        PARTITION,
+    ),
+    "realtimeIngestionConsumingOffset": _gauge(
+        "pinot_server_realtimeIngestionConsumingOffset_Value",
+        "The next offset the partition's consumer reads.",
+        PARTITION,
+    ),
+}

@@ -13,8 +13,15 @@ produce, so dashboards and alerts written for Pinot work unchanged:
   time of the last consumed message, 0 when the partition is caught up.
 - `pinot_server_realtimeIngestionUpstreamOffset_Value`, `..._ConsumingOffset_Value` (same labels).
 - `pinot_server_segmentBuildFailure_Count{table,tableType,topic,partition}`.
+- `pinot_server_pauselessConsumptionEnabled_Value{table,tableType,topic,partition}`: Pinot sets
+  it to 1 when a pauseless committer starts a commit; here, for every partition the server has a
+  consumer of, 1 when the partition's newest consumer (highest sequence number) runs in pauseless
+  mode (`ConsumingSegment.pauseless`: the table's `pauselessConsumptionEnabled` when that consumer
+  started, which decides how it commits), else 0. A partition with no consumer here (its segments
+  all ONLINE, none hosted, or its consumer failed) has no series.
 - `pinot_server_llcControllerResponse<Status>_Count` (e.g. `...ResponseHold_Count`): global.
-`_Count` families are exposed untyped (a Prometheus counter would append `_total`).
+`_Count` families are exposed untyped (a Prometheus counter would append `_total`). Names, help
+and labels are `monitoring.definitions.SERVER_DEFINITIONS`.
 The collector reads the live server at scrape time; nothing is double-booked.
 """
 
@@ -23,15 +30,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from tables.domain.names import raw_table_name
+from monitoring.definitions import BUILD_FAILURE, SERVER_DEFINITIONS
+from tables.domain.names import LLCSegmentName, raw_table_name
+from tables.server.consumer import Phase
 from tables.server.instance import ServerInstance
 
 __all__ = ["ServerCollector", "server_registry"]
 
 PREFIX = "pinot_server_"
+CONSUMING = "llcPartitionConsuming"
+PAUSELESS = "pauselessConsumptionEnabled"
+FAILED = Phase.ERROR
 
 
 def _camel(status: str) -> str:
@@ -45,34 +57,13 @@ class ServerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         now_ms = int(time.time() * 1000)
         stats = sorted(self.instance.stats.values(), key=lambda s: (s.table, s.partition))
-        client_labels = ["table", "tableType", "topic", "partition"]
-        partition_labels = ["table", "tableType", "partition"]
-
-        rows = UnknownMetricFamily(
-            f"{PREFIX}realtimeRowsConsumed_Count", "Rows consumed", labels=client_labels
+        families = {key: d.family() for key, d in SERVER_DEFINITIONS.items()}
+        rows, consuming, failures = (
+            families[k] for k in ("realtimeRowsConsumed", CONSUMING, BUILD_FAILURE)
         )
-        consuming = GaugeMetricFamily(
-            f"{PREFIX}llcPartitionConsuming_Value", "1 while consuming", labels=client_labels
-        )
-        failures = UnknownMetricFamily(
-            f"{PREFIX}segmentBuildFailure_Count", "Failed segment builds", labels=client_labels
-        )
-        lag = GaugeMetricFamily(
-            f"{PREFIX}realtimeIngestionOffsetLag_Value", "Offset lag", labels=partition_labels
-        )
-        delay = GaugeMetricFamily(
-            f"{PREFIX}realtimeIngestionDelayMs_Value", "Ingestion delay", labels=partition_labels
-        )
-        upstream = GaugeMetricFamily(
-            f"{PREFIX}realtimeIngestionUpstreamOffset_Value",
-            "Latest upstream offset",
-            labels=partition_labels,
-        )
-        current = GaugeMetricFamily(
-            f"{PREFIX}realtimeIngestionConsumingOffset_Value",
-            "Next offset to consume",
-            labels=partition_labels,
-        )
+        lag, delay = families["realtimeIngestionOffsetLag"], families["realtimeIngestionDelayMs"]
+        upstream = families["realtimeIngestionUpstreamOffset"]
+        current = families["realtimeIngestionConsumingOffset"]
         failed_builds = self.instance.committer.build_failures
         for s in stats:
             table, kind = raw_table_name(s.table), "REALTIME"
@@ -86,12 +77,34 @@ class ServerCollector(Collector):
             upstream.add_metric(partition, s.latest_offset or 0)
             current.add_metric(partition, s.current_offset or 0)
         rows.add_sample(rows.name, {}, sum(s.rows_consumed for s in stats))
-        yield from (rows, consuming, failures, lag, delay, upstream, current)
+        pauseless = families[PAUSELESS]
+        for (table, topic, partition), enabled in sorted(self._pauseless().items()):
+            pauseless.add_metric(
+                [raw_table_name(table), "REALTIME", topic, str(partition)], enabled
+            )
+        yield from families.values()
         for status, count in sorted(dict(self.instance.client.responses).items()):
             name = f"{PREFIX}llcControllerResponse{_camel(status)}_Count"
             family = UnknownMetricFamily(name, f"Controller answers {status}")
             family.add_metric([], count)
             yield family
+
+    def _pauseless(self) -> dict[tuple[str, str, int], int]:
+        """(table, topic, partition) -> 1 when the partition's newest consumer here (highest
+        sequence number) runs in pauseless mode, else 0; partitions without a consumer (or with a
+        failed one only) are left out. Read from the replicas the server holds, as its admin API
+        reads them."""
+        newest: dict[tuple[str, str, int], tuple[int, bool]] = {}
+        for table in self.instance.hosted_tables():
+            for segment, replica in (self.instance.replicas_of(table) or {}).items():
+                name = LLCSegmentName.parse(segment)
+                if replica.consumer is None or name is None or replica.consumer.phase is FAILED:
+                    continue
+                spec = replica.consumer.spec
+                key = (table, spec.topic, spec.partition)
+                if key not in newest or newest[key][0] < name.sequence_number:
+                    newest[key] = (name.sequence_number, spec.pauseless)
+        return {key: 1 if enabled else 0 for key, (_seq, enabled) in newest.items()}
 
 
 def server_registry(instance: ServerInstance) -> CollectorRegistry:

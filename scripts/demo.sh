@@ -3,7 +3,8 @@
 # Starts ZooKeeper and Redis (unless already running), migrates, ensures an admin account, then runs
 # supervisord on deploy/supervisor/supervisord.conf.template (expanded into
 # $VAR_DIR/supervisord.conf): two controllers, web, Celery workers and beat, three ingestion
-# servers, and a producer that first creates the demo table (`create_demo_table --wait`).
+# servers, and a producer that first creates the demo tables (`create_demo_table --wait`:
+# githubEvents and its pauseless twin githubEventsPauseless, both reading the one topic it writes).
 # supervisord restarts a program that dies, with back-off, while the others keep running; logs go
 # to $VAR_DIR/log/. Ready (printed with the URLs): /healthz all green and both controllers answer.
 # On exit supervisord stops its programs and this script stops exactly the services it started.

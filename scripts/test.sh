@@ -34,22 +34,28 @@ cleanup() {
 trap cleanup EXIT
 scripts/services.sh start || exit 1
 
-# With no selection, `make test` is three pytest sessions, two at a time on different TEST_SLOTs
-# (each its own Redis database, var/test/slot-N, Celery and Spark workers), so that the end-to-end
-# tests' waiting overlaps the rest:
-# - "e2e" (slot $E2E_TEST_SLOT, default 14), in the background from the start: tests/e2e and the
-#   demo supervisor test (real process stacks, most of the suite's wall time);
+# With no selection, `make test` is four pytest sessions on different TEST_SLOTs (each its own
+# Redis database, var/test/slot-N, Celery and Spark workers), so that the end-to-end tests' waiting
+# overlaps the rest:
+# - "e2e" (slot $E2E_TEST_SLOT, default 14), in the background from the start: tests/e2e but the
+#   files of E2E2_TESTS, and the demo supervisor test (real process stacks);
 # - the main session, in the foreground: everything else, on SQLite;
-# - "postgres" (slot $PG_TEST_SLOT, default 15), once the main session is done: the mirror, console
-#   and API tests (PG_TESTS) on PostgreSQL (scripts/services.sh's `postgres`, 127.0.0.1:$TEST_PG_PORT,
-#   data under var/test/postgres), in the main run's order (some tests queue Celery tasks that the
-#   session's workers, once started, run and record; in this order the workers are already up).
+# - once the main session is done, two more in the background: "postgres" (slot $PG_TEST_SLOT,
+#   default 15), the mirror, console and API tests (PG_TESTS) on PostgreSQL (scripts/services.sh's
+#   `postgres`, 127.0.0.1:$TEST_PG_PORT, data under var/test/postgres), in the main run's order
+#   (some tests queue Celery tasks that the session's workers, once started, run and record; in
+#   this order the workers are already up); and "e2e2" (slot $E2E2_TEST_SLOT, default 13), the
+#   end-to-end files of E2E2_TESTS (started late: the main session keeps both cores busy).
+# The end-to-end sessions print their 25 slowest tests (--durations), to rebalance E2E2_TESTS.
 # The background sessions log to var/test/pytest-<name>.log, summed up at the end (in full when
 # one failed); the run fails when any session fails. A selection (arguments) runs one session
 # with those arguments; PG_PYTEST_ARGS, if set, runs that on PostgreSQL after it. TEST_POSTGRES=0
 # skips PostgreSQL, TEST_SPLIT=0 runs tests/e2e in the main session.
 PG_TESTS="${PG_TESTS:-tests/console tests/monitoring tests/tables/mirror}"
 E2E_TESTS="tests/e2e tests/test_demo_supervisor.py"
+E2E2_TESTS="${E2E2_TESTS-tests/e2e/test_healing.py tests/e2e/test_ensemble.py tests/e2e/test_pauseless.py tests/e2e/test_pauseless_recovery.py tests/e2e/test_pauseless_peer.py}"
+E2E_IGNORES=()
+for path in $E2E2_TESTS; do E2E_IGNORES+=("--ignore=$path"); done
 if [ -z "${PG_PYTEST_ARGS+set}" ]; then
   PG_PYTEST_ARGS=""
   [ $# -gt 0 ] || PG_PYTEST_ARGS="$PG_TESTS"
@@ -104,13 +110,17 @@ finish_session() {
 main_args=("$@")
 if [ $# -eq 0 ] && [ "${TEST_SPLIT:-1}" != 0 ]; then
   # shellcheck disable=SC2086  # E2E_TESTS is a list of words
-  start_session e2e "${E2E_TEST_SLOT:-14}" -- $E2E_TESTS
+  start_session e2e "${E2E_TEST_SLOT:-14}" -- $E2E_TESTS "${E2E_IGNORES[@]}" --durations=25
   main_args=(--ignore=tests/e2e --ignore=tests/test_demo_supervisor.py)
 fi
 
 "$VENV/bin/python" -m pytest "${main_args[@]}"
 rc=$?
 [ "$rc" -ne 5 ] || echo "pytest collected no tests (exit 5): that is a failure here" >&2
+if [ -n "${bg_pid[e2e]:-}" ] && [ -n "$E2E2_TESTS" ]; then
+  # shellcheck disable=SC2086  # E2E2_TESTS is a list of words
+  start_session e2e2 "${E2E2_TEST_SLOT:-13}" -- $E2E2_TESTS --durations=25
+fi
 if [ -n "$PG_PYTEST_ARGS" ]; then
   # shellcheck disable=SC2086  # PG_PYTEST_ARGS is a list of words
   start_session postgres "${PG_TEST_SLOT:-15}" \
@@ -118,7 +128,9 @@ if [ -n "$PG_PYTEST_ARGS" ]; then
     -- $PG_PYTEST_ARGS
   finish_session postgres || [ "$rc" -ne 0 ] || rc=1
 fi
-if [ -n "${bg_pid[e2e]:-}" ]; then
-  finish_session e2e || [ "$rc" -ne 0 ] || rc=1
-fi
+for name in e2e2 e2e; do
+  if [ -n "${bg_pid[$name]:-}" ]; then
+    finish_session "$name" || [ "$rc" -ne 0 ] || rc=1
+  fi
+done
 exit "$rc"

@@ -13,6 +13,10 @@ Contract:
   read), a re-ingestion in `segmentReingestionFailure`, keyed by the raw table name
   (`monitoring.controller_metrics` exposes both as `pinot_server_..._Count`).
 - Nothing here writes ZooKeeper: committing the segment's metadata is the completion protocol's job.
+- Fault injection (tests only, `tables.faults`): a committer's build (`build_segment`, not a
+  re-ingestion) of `segment` fails before Spark is asked when `spark.<segment>.build_fails` or
+  `spark.build_fails` trips in the process that runs it (the spark worker's
+  FAULT_INJECTION_DIR): a `BuildError`, recorded and counted as any failed build.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from tables import faults
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
@@ -40,6 +45,7 @@ from tables.segments.builder import (
     build_from_stream,
 )
 from tables.segments.deepstore import DeepStore
+from tables.segments.errors import BuildError
 from tables.segments.spark import get_session
 from tables.streams.redis_streams import DEFAULT_KEY_PREFIX
 
@@ -197,6 +203,13 @@ def _run(
     )
 
 
+def _injected_failure(segment: str) -> None:
+    """Raise BuildError when a build fault point trips (see the module docstring)."""
+    for point in (f"spark.{segment}.build_fails", "spark.build_fails"):
+        if faults.trip(point):
+            raise BuildError(f"fault injection: {point}")
+
+
 def build_segment(
     ctx: ClusterContext,
     table: str,
@@ -212,6 +225,7 @@ def build_segment(
     (`<raw>/<segment>.tmp.<id>`): only the controller's commit end makes it the segment."""
 
     def build(work: Path) -> BuildResult:
+        _injected_failure(segment)
         request, _ = _request(ctx, table, segment, start_offset, end_offset)
         spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
         return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)

@@ -16,7 +16,11 @@ Contract:
   (`tables.controller.llc`), `server.<instanceId>.<segment>.consumer_fails`,
   `server.<instanceId>.consumer_fails` and
   `server.any.consumer_fails` (`tables.server.consumer`), `server.<instanceId>.download_fails` and
-  `server.any.download_fails` (`tables.server.local_segments`); held:
+  `server.any.download_fails` (`tables.server.local_segments`), `spark.<segment>.build_fails`
+  and `spark.build_fails` (`tables.builds`: a committer's Spark build fails; checked in the spark
+  worker, so its FAULT_INJECTION_DIR is the one to arm), `server.<instanceId>.upload_fails` and
+  `server.any.upload_fails` (`tables.server.committer`: the committer's deep-store upload of the
+  segment it built fails; with a peer download scheme it commits `peer:///<segment>`); held:
   `server.<instanceId>.consumer_holds` (`tables.server.consumer`: no consumer of that server
   fetches while it exists) and `server.<instanceId>.commit_holds` (`tables.server.committer`: its
   committer does not send commit end while it exists).

@@ -398,6 +398,8 @@ class AuditEntry(models.Model):
             parts.append(f"{len(detail['consumingSegments'])} segment(s) to commit")
         elif detail.get("segments"):  # a force commit
             parts.append(f"{len(detail['segments'])} segment(s) to commit")
+        elif detail.get("jobId"):  # a re-ingestion
+            parts.append(f"job {detail['jobId']} on {detail.get('server') or 'a server'}")
         return "; ".join(parts)
 
 

@@ -39,6 +39,7 @@ class CeleryProcesses:
             **os.environ,
             "DATABASE_URL": os.environ["DATABASE_TEST_URL"],
             "ZK_HOSTS": self.zk_hosts,
+            "FAULT_INJECTION_DIR": str(Path(os.environ["VAR_DIR"]) / "faults"),  # armed by tests
         }
         self.procs[name] = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True

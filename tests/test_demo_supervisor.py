@@ -5,10 +5,14 @@ A server killed with SIGKILL is started again by supervisord (a new pid, its liv
 ZooKeeper on a new session) while the other programs keep their pids and the console keeps
 answering. The controller leading the demo table, restarted through supervisorctl, stops on SIGTERM
 within its stopwaitsecs (exit status 0, never SIGKILL) and comes back live, mastering partitions
-again. Ingestion goes on (a segment commits after both restarts), every committed segment's
+again. Ingestion goes on (a segment commits after both restarts), and the second demo table,
+githubEventsPauseless (pauseless consumption on the same topic), ingests too: it has committed
+segments, and a CONSUMING segment of each partition started before its predecessor was DONE
+(pauseless: the next segment consumes while the last one is built). Every committed segment's
 download URL is one of the two controllers' own URLs (each runs with its own VIP URL) and
-`verify_ledger githubEvents --rows` is exact; Ctrl-C (SIGINT to the script's process group, as a
-terminal sends it) then stops everything, both controllers with exit status 0: nothing is left."""
+`verify_ledger <table> --rows` is exact for both tables; Ctrl-C (SIGINT to the script's process
+group, as a terminal sends it) then stops everything, both controllers with exit status 0: nothing
+is left."""
 
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ VENV = Path(sys.prefix)
 RECOVERY_LOG = envdefaults.VAR_DIR / "artifacts" / "outage-recovery.txt"
 PATHS = ClusterPaths("PinotCluster")
 TABLE = "githubEvents_REALTIME"
+PAUSELESS = "githubEventsPauseless_REALTIME"  # the second demo table, on the same topic
 PROGRAMS = [
     "core:beat",
     "core:controller",
@@ -184,8 +189,9 @@ class Demo:
         except (urllib.error.URLError, OSError):
             return False
 
-    def verify_ledger(self) -> subprocess.CompletedProcess:
-        """`manage.py verify_ledger githubEvents --rows` against this demo's stores."""
+    def verify_ledgers(self, *tables: str) -> dict[str, tuple[int, str]]:
+        """`manage.py verify_ledger <table> --rows` of each table against this demo's stores, all
+        at once: table -> (exit status, output)."""
         env = {
             **self.env,
             "ZK_HOSTS": self.zk_hosts,
@@ -193,10 +199,27 @@ class Demo:
             "SECRET_KEY_FILE": str(self.var / "secret_key"),
             "DATABASE_URL": f"sqlite:///{self.var / 'db.sqlite3'}",
         }
-        command = [str(VENV / "bin" / "python"), "manage.py", "verify_ledger", "githubEvents"]
-        return subprocess.run(
-            [*command, "--rows"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-        )
+        command = [str(VENV / "bin" / "python"), "manage.py", "verify_ledger"]
+        running = {
+            table: subprocess.Popen(
+                [*command, table, "--rows"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for table in tables
+        }
+        done = {}
+        for table, proc in running.items():
+            try:
+                out, _ = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            done[table] = (proc.returncode, out)
+        return done
 
     def interrupt(self) -> int:
         """Ctrl-C: SIGINT to the script's process group; its exit status."""
@@ -240,9 +263,9 @@ def demo(tmp_path) -> Iterator[Demo]:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _segments(zk) -> dict[str, dict[str, str]]:
-    """The demo table's segments: name -> the simple fields of their ZooKeeper metadata."""
-    folder = PATHS.segments(TABLE)
+def _segments(zk, table: str = TABLE) -> dict[str, dict[str, str]]:
+    """A demo table's segments: name -> the simple fields of their ZooKeeper metadata."""
+    folder = PATHS.segments(table)
     if not zk.exists(folder):
         return {}
     found = {}
@@ -252,9 +275,28 @@ def _segments(zk) -> dict[str, dict[str, str]]:
     return found
 
 
-def _done_segments(zk) -> set[str]:
-    """The demo table's DONE segments."""
-    return {n for n, f in _segments(zk).items() if f.get("segment.realtime.status") == "DONE"}
+def _done_segments(zk, table: str = TABLE) -> set[str]:
+    """A demo table's DONE segments."""
+    segments = _segments(zk, table)
+    return {n for n, f in segments.items() if f.get("segment.realtime.status") == "DONE"}
+
+
+def _consumed_while_committing(zk) -> list[str]:
+    """The pauseless table's segments created before their predecessor's commit ended: Pinot
+    creates the next segment at commit start, so its creation time precedes the DONE segment's
+    last change (commit end); a standard commit creates it only after that."""
+    segments = _segments(zk, PAUSELESS)
+    folder = PATHS.segments(PAUSELESS)
+    early = []
+    for name in _done_segments(zk, PAUSELESS):
+        table, partition, sequence, _ = name.split("__")
+        following = [
+            n for n in segments if n.startswith(f"{table}__{partition}__{int(sequence) + 1}__")
+        ]
+        done_at = zk.exists(f"{folder}/{name}").mtime
+        if following and int(segments[following[0]]["segment.creation.time"]) < done_at:
+            early.append(following[0])
+    return early
 
 
 def _masters(zk) -> dict[str, list[str]]:
@@ -362,18 +404,24 @@ def test_a_killed_server_and_a_stopped_controller_restart_and_ctrl_c_leaves_noth
             out.write(f"server SIGKILL under supervisord: back {back_at - killed_at:.1f} s; ")
             out.write(f"lead controller restarted (SIGTERM) and leading in {controller_s:.1f} s, ")
             out.write(f"next commit {time.monotonic() - back_at:.1f} s after that\n")
+        # The pauseless table ingests the same topic: committed segments, and the next segment of
+        # a partition created at the commit's start, before its predecessor was DONE.
+        wait_until(
+            lambda: _consumed_while_committing(zk), timeout=60, interval=1, what="pauseless commits"
+        )
         # Each controller commits under its own VIP URL, never a default or another's.
         urls = tuple(f"{url}/segments/" for _, url in demo.controllers.values())
-        done_urls = {
-            name: fields.get("segment.download.url", "")
-            for name, fields in _segments(zk).items()
-            if fields.get("segment.realtime.status") == "DONE"
-        }
-        wrong = {name: url for name, url in done_urls.items() if not url.startswith(urls)}
-        assert done_urls and wrong == {}, f"download URLs outside {urls}: {wrong}"
-        ledger = demo.verify_ledger()
-        assert ledger.returncode == 0, ledger.stdout + ledger.stderr
-        assert ": ok:" in ledger.stdout and "PROBLEM" not in ledger.stdout, ledger.stdout
+        for table in (TABLE, PAUSELESS):
+            done_urls = {
+                name: fields.get("segment.download.url", "")
+                for name, fields in _segments(zk, table).items()
+                if fields.get("segment.realtime.status") == "DONE"
+            }
+            wrong = {name: url for name, url in done_urls.items() if not url.startswith(urls)}
+            assert done_urls and wrong == {}, f"{table}: download URLs outside {urls}: {wrong}"
+        for table, (status, out) in demo.verify_ledgers(TABLE, PAUSELESS).items():
+            assert status == 0, (table, out)
+            assert ": ok:" in out and "PROBLEM" not in out, (table, out)
     finally:
         zk.stop()
         zk.close()

@@ -7,6 +7,11 @@ multipart with `metadata.properties` and `creation.meta`; the custom headers UPL
 DOWNLOAD_URI and COPY_SEGMENT_TO_DEEP_STORE are read under their WSGI key (`HTTP_UPLOAD_TYPE`, ...),
 so they may be sent with dashes or, where the HTTP server keeps them, with underscores. Answers
 200 with Pinot's success message, or Pinot's `{"code", "error"}` with the refusal's status.
+
+Every authenticated request counts in Pinot's global gauge `reingestedSegmentUploadsInProgress`
+while it is processed, whatever its answer: a lease in Redis shared by every controller process
+(`monitoring.in_progress`, which says why Redis and how a crash mid-request is forgotten); Redis
+being down never fails the request.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from monitoring.in_progress import REINGESTED_UPLOADS, in_progress
 from tables import builds
 from tables.cluster import context
 from tables.controller.completion import CallRefused
@@ -28,6 +34,7 @@ from tables.controller.reingested import (
     ReingestRefused,
     complete_reingested_segment,
 )
+from tables.redisconn import get_redis
 
 from .completion import manager
 
@@ -66,6 +73,12 @@ def upload_reingested_segment(request: HttpRequest) -> JsonResponse:
         answer = _error(exc.refusal.http_status, exc.refusal.reason)
         answer["WWW-Authenticate"] = "Bearer"
         return answer
+    redis_client = get_redis(settings.REDIS_URL)
+    with in_progress(redis_client, settings.CLUSTER_NAME, REINGESTED_UPLOADS):
+        return _complete(request)
+
+
+def _complete(request: HttpRequest) -> JsonResponse:
     table = request.GET.get("tableName")
     if not table:
         return _error(400, "tableName is required")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import bulk, schema, v1, v1_healing
+from . import bulk, reingest, schema, v1, v1_healing
 
 urlpatterns = [
     path("whoami", v1.WhoAmI.as_view(), name="whoami"),
@@ -19,6 +19,12 @@ urlpatterns = [
     ),
     path("tables/<str:table>/segments", v1.Segments.as_view(), name="segments"),
     path("tables/<str:table>/segments/<str:segment>", v1.SegmentDetail.as_view(), name="segment"),
+    path(
+        "tables/<str:table>/segments/<str:segment>/reingest",
+        reingest.SegmentReingest.as_view(),
+        name="segment-reingest",
+    ),
+    path("tables/<str:table>/reingestJobs", reingest.ReingestJobs.as_view(), name="reingest-jobs"),
     path("tables/<str:table>/healing", v1_healing.TableHealing.as_view(), name="table-healing"),
     path("healing/runs/<str:run_id>", v1_healing.HealingRunDetail.as_view(), name="healing-run"),
     path("errors", v1.Errors.as_view(), name="errors"),

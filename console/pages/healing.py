@@ -67,6 +67,7 @@ KIND_LABELS = {
     "duplicateSequence": "duplicate segment deleted",
     "errorReset": "ERROR replicas reset",
     "orphanUploadDeleted": "orphan upload deleted",
+    "reingestTriggered": "re-ingestion started",
 }
 TRIGGER_LABELS = {"schedule": "schedule", "mirror": "mirror sync", "api": "operator"}
 

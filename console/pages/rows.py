@@ -391,18 +391,20 @@ class DeepStoreRow:
     segment: MirroredSegment
     step: DeepStoreStep
     now_ms: int
+    repair_allowed: bool = True  # doctor_facts.committing_repair_allowed of the table's config
 
     @classmethod
     def build(cls, segment: MirroredSegment, timing: HealerTiming) -> DeepStoreRow:
         """`segment.table` loaded: its pauseless flag and config decide the step."""
         table = segment.table
+        allowed = committing_repair_allowed(table.config or {})
         step = deep_store_step(
             segment_view(segment),
             pauseless=table.pauseless,
-            repair_allowed=committing_repair_allowed(table.config or {}),
+            repair_allowed=allowed,
             timing=timing,
         )
-        return cls(segment, step, timing.now_ms)
+        return cls(segment, step, timing.now_ms, allowed)
 
     @property
     def since(self) -> dt.datetime | None:
@@ -428,3 +430,14 @@ class DeepStoreRow:
     @property
     def due_text(self) -> str:
         return self.step.when or "no automatic step"
+
+    @property
+    def reingest_refusal(self) -> str:
+        """Why the Re-ingest button is not offered ("" when it is): the server refuses a segment
+        whose download URL is present, even empty (round 2 §C.2), and the disaster-recovery mode
+        forbids it for a partial-upsert or dedup table in DEFAULT mode (§C.4)."""
+        if self.segment.status != "COMMITTING":
+            return "DONE: its servers refuse to re-ingest a segment with a download URL, even empty"
+        if not self.repair_allowed:
+            return "disasterRecoveryMode DEFAULT forbids it (a partial-upsert or dedup table)"
+        return ""

@@ -21,9 +21,9 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.pages import healing, queries
+from console.pages import healing, queries, reingest
 from monitoring import charts
-from tables.models import Health
+from tables.models import Health, MirroredTable
 
 __all__ = [
     "audit",
@@ -168,8 +168,16 @@ def table_detail(request: HttpRequest, table: str) -> HttpResponse:
         "query": _query({"state": state}),
         "healing": healing.history(found.name),
         "healing_run": healing.requested_run(found.name, run_id) if run_id else None,
+        "shows_deep_store": _shows_deep_store(found, data),
+        "reingest_requests": reingest.requests(found) if _shows_deep_store(found, data) else [],
     }
     return _render(request, "table_detail.html", context)
+
+
+def _shows_deep_store(table: MirroredTable, data: queries.TableDetail) -> bool:
+    """Whether the table page has its "Committing / missing download URL" section (and the
+    re-ingestion one under it): a pauseless REALTIME table, or any with such segments."""
+    return bool((table.table_type == "REALTIME" and table.pauseless) or data.deep_store)
 
 
 @require_POST

@@ -14,10 +14,16 @@ Contract:
   lead partitions moved (a regained table starts again from its ZooKeeper metadata).
 - A call missing a required parameter, or with an offset that is not an integer, answers FAILED.
 - The FSM's side effects are the LLC segment manager's commit steps. Commit end resolves the
-  segment file (Pinot's commitSegmentFile): a `peer://` location commits with download URL "",
-  an object elsewhere in the deep store is moved to the segment's final key, and the download URL
-  becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts (`<segment>.tmp.*`, e.g.
-  from a committer that died) are deleted then.
+  segment file (Pinot's commitSegmentFile): a `peer://` location (the committer's upload failed:
+  only servers hold the segment, `tables.server.peer`) commits with download URL "" and counts
+  nothing; a blank location (empty or whitespace: no copy anywhere that the committer knows of)
+  commits with download URL "" too and adds 1 to the table's durable counter
+  `segmentMissingDeepStoreLink` (Pinot's meter, raw table; a `peer://` one is not blank, as in
+  Pinot); an object elsewhere in the deep store is moved to the segment's final key, and the
+  download URL becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts
+  (`<segment>.tmp.*`, e.g. from a committer that died) are deleted then (not for `peer://` or
+  blank locations). A DONE segment with download URL "" is the healer's to upload
+  (`tables.controller.deep_store_repair`).
 - Commit end's optional `streamDataLoss` ("s-e,s-e": offsets the committer's consumer found
   gone from the stream) must parse (`tables.domain.ledger.parse_offset_ranges`) and end at or
   before the call's offset, else the call answers FAILED before anything is looked up; the ranges
@@ -70,6 +76,8 @@ log = logging.getLogger(__name__)
 
 STATE_MACHINE_ABORTS = "llcStateMachineAborts"
 STREAM_DATA_LOSS = "llcStreamDataLoss"
+MISSING_DEEP_STORE_LINK = "segmentMissingDeepStoreLink"
+PEER_SCHEME = "peer://"
 COMMIT_TIMEOUT_KEY = "realtime.segment.commit.timeoutSeconds"
 
 
@@ -98,6 +106,8 @@ class _Actions:
         if self.files is None:
             raise ValueError("commit end without metadata.properties and creation.meta")
         meta = self.files.metadata
+        if not location.strip():
+            _count_missing_link(self.table, self.segment)
         download_url = self.manager.commit_segment_file(self.table, self.segment, location)
         return CommittingSegment(
             segment_name=self.segment,
@@ -139,6 +149,15 @@ class _Actions:
 
     def aborted(self) -> None:
         DurableCounter.increment(STATE_MACHINE_ABORTS, self.table.removesuffix("_REALTIME"))
+
+
+def _count_missing_link(table: str, segment: str) -> None:
+    """`segmentMissingDeepStoreLink` +1: a commit end with a blank location."""
+    log.warning("%s: committing with no deep-store location at all", segment)
+    try:
+        DurableCounter.increment(MISSING_DEEP_STORE_LINK, table.removesuffix("_REALTIME"))
+    except DatabaseError:
+        log.exception("%s: cannot count %s", segment, MISSING_DEEP_STORE_LINK)
 
 
 class CompletionManager:
@@ -345,8 +364,9 @@ class CompletionManager:
             return entry
 
     def commit_segment_file(self, table: str, segment: str, location: str) -> str:
-        """Pinot's commitSegmentFile: the committed segment's download URL."""
-        if location.startswith("peer://"):
+        """Pinot's commitSegmentFile: the committed segment's download URL ("" for a `peer://`
+        or blank location)."""
+        if location.startswith(PEER_SCHEME) or not location.strip():
             return ""
         raw = table.removesuffix("_REALTIME")
         store = self.deep_store()

@@ -20,7 +20,10 @@
    says `data_loss` and the caller counts `llcStreamDataLoss`.
 3. Orphan committer uploads (`<segment>.tmp.<uuid>` in the deep store) older than
    `tmp_retention_s` are deleted unless they are a DONE segment's download URL (§A.8).
-4. With `error_auto_reset`, ERROR replicas are reset, and a COMMITTING segment whose replicas are
+4. Segments without a deep-store copy (a DONE one with download URL "", a pauseless COMMITTING one
+   held ONLINE past the guard) get one from a server that holds it (`uploadCommittedSegment`), and
+   `committingSegments` is synced (`tables.controller.deep_store_repair`).
+5. With `error_auto_reset`, ERROR replicas are reset, and a COMMITTING segment whose replicas are
    all ERROR is re-ingested by a live replica (`POST /reingestSegment`), unless the disaster
    recovery mode forbids it (`tables.controller.healing_errors`, `reingest_trigger`).
 Every step runs even when an earlier one failed; failures are in `HealingReport.error`.
@@ -55,6 +58,7 @@ from tables.zk import codec
 from tables.zk.errors import LockTimeout, NodeExists, NoNode, ZooKeeperError
 from tables.zk.records import create_record, read_record
 
+from .deep_store_repair import DeepStoreRepairer
 from .healing_errors import ErrorRepairer, UploadSweeper
 from .healing_report import HealingAction, HealingReport
 from .llc import LLCSegmentManager, flush_updater
@@ -172,6 +176,11 @@ class RealtimeSegmentValidationManager:
             except Exception as exc:
                 log.exception("healing %s: upload cleanup failed", table)
                 report.fail("orphan upload cleanup", exc)
+        try:
+            DeepStoreRepairer(self.ctx, self.deep_store).repair(config, report)
+        except Exception as exc:
+            log.exception("healing %s: deep-store upload repair failed", table)
+            report.fail("deep-store upload repair", exc)
         if not self.settings.error_auto_reset:
             report.skipped.append(
                 "ERROR replicas are not reset (controller.segment.error.autoReset)"
@@ -233,6 +242,7 @@ class ConsumingRepairer:
                 partial_offline_repair=self.manager.settings.partial_offline_repair,
                 paused_partitions=paused_partitions(ideal),
                 takeover_ms=self.takeover_ms,
+                pauseless=self.config.pauseless_enabled,
             )
             self._note_plan(plan)
             resolved, created = self._resolve(plan.repairs, partitions)

@@ -35,6 +35,8 @@ steps split over the two calls of the committer:
   blocking step 1 writes (lost offsets included), the segment leaves `committingSegments`
   (best effort), the flush updater learns from it, and the same "committed <segment> at offset
   <n>" line is logged.
+Either commit with download URL "" (the committer's location was `peer://` or blank: only servers
+hold the segment) logs a warning; the healer's deep-store repair fills the URL later.
 
 Flush thresholds (§6.6) come from one updater per table and topic, kept in this process's memory
 (as in Pinot: a new lead controller starts learning again). It is made again when the table
@@ -165,6 +167,16 @@ def _log_committed(segment: str, end_offset: int, next_segment: str | None) -> N
     )
 
 
+def _warn_if_peers_only(committing: CommittingSegment) -> None:
+    """A segment committed with download URL "" (a `peer://` or blank location)."""
+    if not committing.download_url:
+        log.warning(
+            "%s: committed without a deep-store copy (download URL empty): servers serve it, "
+            "the healing manager uploads one",
+            committing.segment_name,
+        )
+
+
 def committing_segments(ctx: ClusterContext, table: str) -> list[str]:
     """The table's `committingSegments` (PAUSELESS_DEBUG_METADATA); [] when there is none.
     `table` is the name with type."""
@@ -246,6 +258,7 @@ class LLCSegmentManager:
         next_meta, next_replicas = self._step2_next_segment(config, name, committing, done)
         faults.exit_if("controller.commit.after_step2")
         next_name = self._step3_or_drop(config, committing, next_meta, next_replicas, meta_path)
+        _warn_if_peers_only(committing)
         _log_committed(committing.segment_name, committing.end_offset, next_name)
         return next_name
 
@@ -291,8 +304,7 @@ class LLCSegmentManager:
         except Exception:
             log.exception("%s: cannot remove it from %s", segment, COMMITTING_SEGMENTS)
         self._learn(config, done, committing)
-        if not committing.download_url:
-            log.warning("%s: committed without a deep-store copy (download URL empty)", segment)
+        _warn_if_peers_only(committing)
         _log_committed(segment, committing.end_offset, next_segment)
 
     def _add_committing(self, table: str, segment: str) -> None:

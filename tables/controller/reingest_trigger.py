@@ -7,6 +7,13 @@ repair (`tables.domain.error_repairs`, a COMMITTING segment with every replica i
   LIVEINSTANCES znode; Pinot does not check liveness) and whose admin endpoint is known:
   `http://<HELIX_HOST>:<adminPort>` from the instance config, HELIX_PORT when there is no adminPort
   (`consuming.server_admin_url`). None: a `report.waiting` note, nothing sent.
+- Beyond Pinot, first each of those servers is asked `GET <admin>/reingestSegment/jobs` (same
+  token and timeout): when one lists a job for the segment nothing is sent and the run notes
+  "re-ingestion already running on <server>". A server's 409 covers only its own jobs, and runs
+  come from beat, the mirror, a new lead controller and operators: without this, a run during a
+  job starts a second one on another replica, which then fails at `/segments/reingested` (409:
+  the segment is DONE by then) and counts a `segmentReingestionFailure`. A server that does not
+  answer the GET counts as running none.
 - `POST <admin>/reingestSegment/<segment>` (name URL-encoded), JSON body `""` as Pinot sends it,
   `Authorization: Bearer <cluster token>`, within `timeout_s` (10 s).
 - 200 (`{"jobId", "segmentName", "startTimeMs"}`): a `HealingAction` `reingestTriggered` naming
@@ -16,6 +23,11 @@ repair (`tables.domain.error_repairs`, a COMMITTING segment with every replica i
 - The controller does not track the job (Pinot neither): the next run triggers again if the
   segment is still COMMITTING with every replica in ERROR (the server answers 409 meanwhile), and
   the server's `POST /segments/reingested` on the lead controller completes it.
+
+`ReingestTrigger.request(segment, ideal_instances)` is that same choice and call without the
+report, for the console's Re-ingest button (`console.api.reingest`): None when no live server of
+the segment has a known admin endpoint, else the `ServerReply` (the server, the URL, its HTTP
+status and body, or why it could not be reached). It raises only for ZooKeeper trouble.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from tables.cluster.context import ClusterContext
 from tables.domain.error_repairs import ErrorRepair
@@ -35,14 +48,27 @@ from tables.security import cluster_token
 from .consuming import admin_urls
 from .healing_report import HealingAction, HealingReport
 
-__all__ = ["REINGEST_PATH", "REINGEST_TRIGGERED", "TIMEOUT_S", "ReingestTrigger"]
+__all__ = ["REINGEST_PATH", "REINGEST_TRIGGERED", "TIMEOUT_S", "ReingestTrigger", "ServerReply"]
 
 log = logging.getLogger(__name__)
 
 REINGEST_TRIGGERED = "reingestTriggered"
 REINGEST_PATH = "/reingestSegment/"
+JOBS_PATH = "/reingestSegment/jobs"
 TIMEOUT_S = 10.0
 BODY_CHARS = 300
+
+
+@dataclass(frozen=True)
+class ServerReply:
+    """A server's answer to `POST /reingestSegment/<segment>`: `status` and `body` as sent, or
+    `status` None and `error` when it could not be reached."""
+
+    server: str
+    url: str
+    status: int | None
+    body: str = ""
+    error: str = ""
 
 
 class ReingestTrigger:
@@ -67,29 +93,30 @@ class ReingestTrigger:
         """Ask one live server of the segment to re-ingest it (module docstring)."""
         segment = repair.segment
         try:
-            candidates = self._candidates(sorted(ideal_instances))
-            if not candidates:
+            running = self.running_on(segment, ideal_instances)
+            if running is not None:
+                report.waiting.append(f"{segment}: re-ingestion already running on {running}")
+                return
+            reply = self.request(segment, ideal_instances)
+            if reply is None:
                 report.waiting.append(
                     f"{repair.reason}; re-ingestion not started: no live server of the segment "
                     "with a known admin endpoint; the next run tries again"
                 )
                 return
-            server = self.choose(sorted(candidates))
-            self._post(table, repair, server, candidates[server], report)
+            self._report(repair, reply, report)
         except Exception as exc:  # never fail the run
             log.exception("healing %s: re-ingestion trigger of %s failed", table, segment)
             report.waiting.append(f"{segment}: re-ingestion not started: {exc}")
 
-    def _candidates(self, instances: list[str]) -> dict[str, str]:
-        """Live instances among `instances` -> their admin base URL."""
-        live = [i for i in instances if self.zk.exists(self.paths.liveinstance(i)) is not None]
-        return {i: url for i, url in admin_urls(self.ctx, live).items() if url}
-
-    def _post(
-        self, table: str, repair: ErrorRepair, server: str, base: str, report: HealingReport
-    ) -> None:
-        segment = repair.segment
-        url = f"{base}{REINGEST_PATH}{urllib.parse.quote(segment, safe='')}"
+    def request(self, segment: str, ideal_instances: Iterable[str]) -> ServerReply | None:
+        """Ask one live server of `segment` (picked as `trigger` picks it) to re-ingest it; None
+        when there is none with a known admin endpoint."""
+        candidates = self._candidates(sorted(ideal_instances))
+        if not candidates:
+            return None
+        server = self.choose(sorted(candidates))
+        url = f"{candidates[server]}{REINGEST_PATH}{urllib.parse.quote(segment, safe='')}"
         request = urllib.request.Request(
             url,
             data=b'""',
@@ -105,11 +132,40 @@ class ReingestTrigger:
         except urllib.error.HTTPError as refused:
             status, body = refused.code, refused.read().decode("utf-8", "replace")
         except (OSError, ValueError) as exc:  # URLError, timeouts and refused connections
-            report.waiting.append(
-                f"{segment}: re-ingestion not started: {server} ({url}) cannot be reached: {exc}"
+            return ServerReply(server, url, None, error=str(exc))
+        return ServerReply(server, url, status, body)
+
+    def running_on(self, segment: str, ideal_instances: Iterable[str]) -> str | None:
+        """The first live server of `segment` whose `GET /reingestSegment/jobs` lists a job for
+        it (module docstring); None when none does."""
+        for server, base in sorted(self._candidates(sorted(ideal_instances)).items()):
+            request = urllib.request.Request(
+                f"{base}{JOBS_PATH}", headers={"Authorization": f"Bearer {self.token()}"}
             )
-            return
-        if status == 200:
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                    jobs = json.loads(answer.read().decode("utf-8", "replace"))
+            except (OSError, ValueError):  # HTTPError, URLError, timeouts, a body not JSON
+                continue
+            if isinstance(jobs, list) and any(
+                isinstance(job, dict) and job.get("segmentName") == segment for job in jobs
+            ):
+                return server
+        return None
+
+    def _candidates(self, instances: list[str]) -> dict[str, str]:
+        """Live instances among `instances` -> their admin base URL."""
+        live = [i for i in instances if self.zk.exists(self.paths.liveinstance(i)) is not None]
+        return {i: url for i, url in admin_urls(self.ctx, live).items() if url}
+
+    def _report(self, repair: ErrorRepair, reply: ServerReply, report: HealingReport) -> None:
+        segment, server, status, body = repair.segment, reply.server, reply.status, reply.body
+        if status is None:
+            report.waiting.append(
+                f"{segment}: re-ingestion not started: {server} ({reply.url}) cannot be reached: "
+                f"{reply.error}"
+            )
+        elif status == 200:
             job = _job_id(body)
             report.actions.append(
                 HealingAction(

@@ -19,6 +19,10 @@ a refusal changes nothing):
 5. The segment leaves `committingSegments` of PAUSELESS_DEBUG_METADATA (best effort, logged).
 6. Every replica is reset (`ErrorRepairer.reset`, Pinot's resetSegment): ERROR -> OFFLINE, then
    the servers follow the IdealState back to ONLINE and download the copy.
+
+While a call runs it counts in Pinot's global gauge `reingestedSegmentUploadsInProgress`: the view
+(`console.api.reingested`) holds a lease in Redis around it (`monitoring.in_progress`), so the
+figure covers every controller process and forgets one that died mid-call.
 """
 
 from __future__ import annotations

@@ -113,6 +113,7 @@ class _Doctor:
             paused_partitions=[view.partition] if view.partition_paused else [],
             error_auto_reset=timing.error_auto_reset,
             partial_offline_repair=timing.partial_offline_repair,
+            pauseless=view.pauseless,
         )
 
     # --- texts ------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ class PartitionView:
     stream_partitions: int | None = None  # None: unknown
     stream_error: str = ""
     live_servers: frozenset[str] | None = None  # servers live in ZooKeeper (None: unknown)
+    pauseless: bool = False  # the table commits pauselessly
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,7 @@ def outlook(
     error_auto_reset: bool = True,
     partial_offline_repair: bool = False,
     errors_only: Iterable[SegmentView] = (),
+    pauseless: bool = False,
 ) -> Outlook:
     """`plan_consuming_repairs` and `plan_error_repairs` over mirrored segments. `segments` must
     hold each partition's latest segment (highest sequence with metadata), its segments with a
@@ -317,6 +319,7 @@ def outlook(
         max_completion_ms=max_completion_ms,
         partial_offline_repair=partial_offline_repair,
         paused_partitions=set(paused_partitions),
+        pauseless=pauseless,
     )
     failing = [s for s in (*rows, *extra) if ERROR in s.external.values()]
     errors, _all_error = plan_error_repairs(

@@ -6,10 +6,12 @@ offsets, znode mtime), the stream's partitions and `now_ms`, it returns a `Plan`
 partition, whose *latest* segment is the highest sequence in ZooKeeper (not the IdealState), the
 first matching case of Pinot's order applies:
 
-1. latest in the IdealState with a CONSUMING replica and status DONE: the controller stopped after
-   commit step 1. Past the guard (znode mtime + `max_completion_ms`) the latest goes ONLINE and a
-   new segment starts at its end offset (`COMMIT_STOPPED_AFTER_STEP1`); when the stream no longer
-   has the partition the latest only goes ONLINE (`PARTITION_ENDED`). Before the guard: a `Wait`.
+1. latest in the IdealState with a CONSUMING replica and status DONE (COMMITTING for a pauseless
+   table, `pauseless`): the controller stopped after commit step 1. Past the guard (znode mtime +
+   `max_completion_ms`) the latest goes ONLINE and a new segment starts at its end offset
+   (`COMMIT_STOPPED_AFTER_STEP1`); when the stream no longer has the partition the latest only goes
+   ONLINE (`PARTITION_ENDED`). Before the guard: a `Wait`. (A pauseless latest that goes ONLINE
+   unbuilt leaves its replicas waiting for a download URL, then ERROR: re-ingestion follows.)
 2. same, IN_PROGRESS, with OFFLINE replicas and `partial_offline_repair`: those replicas go back to
    CONSUMING (`PARTIAL_OFFLINE`). Otherwise healthy.
 3. latest in the IdealState with no CONSUMING replica: all replicas OFFLINE (the servers stopped
@@ -239,6 +241,7 @@ def plan_consuming_repairs(
     partial_offline_repair: bool = False,
     paused_partitions: Collection[int] = (),
     takeover_ms: int | None = None,
+    pauseless: bool = False,
 ) -> Plan:
     """The repairs of `ensureAllPartitionsConsuming` (see the module docstring).
 
@@ -246,8 +249,11 @@ def plan_consuming_repairs(
     on it (partition end, new partitions), and partitions are assumed to still exist.
     `takeover_ms` (ZooKeeper's clock) is when the table's current lead controller took the table
     over: a guarded write older than that was made by a lead controller that no longer leads the
-    table, so no commit of it can still finish, and the case is repaired at once."""
+    table, so no commit of it can still finish, and the case is repaired at once. `pauseless`: the
+    table commits pauselessly, so commit step 1 leaves COMMITTING, not DONE (Pinot's
+    `statusPostStep1`), and case 1 looks for that status."""
     guard = _Guard(max_completion_ms, takeover_ms)
+    post_step1 = COMMITTING if pauseless else DONE
     plan = Plan()
     latest, strays = latest_by_partition(segments, ideal)
     for partition in sorted(latest):
@@ -257,7 +263,9 @@ def plan_consuming_repairs(
         exists = stream_partitions is None or partition in stream_partitions
         if strays.get(partition):
             _plan_strays(plan, partition, facts, strays[partition], now_ms, guard)
-        _plan_partition(plan, ideal, facts, exists, now_ms, guard, partial_offline_repair)
+        _plan_partition(
+            plan, ideal, facts, exists, now_ms, guard, partial_offline_repair, post_step1
+        )
     if stream_partitions is not None:
         for partition in sorted(set(stream_partitions) - set(latest) - set(paused_partitions)):
             plan.repairs.append(
@@ -317,12 +325,15 @@ def _plan_partition(
     now_ms: int,
     guard: _Guard,
     partial_offline_repair: bool,
+    post_step1: str = DONE,
 ) -> None:
     states = _states(ideal, facts.name)
     if states is None:
         _plan_missing_from_idealstate(plan, ideal, facts, now_ms, guard)
     elif CONSUMING in states.values():
-        _plan_consuming(plan, facts, states, exists, now_ms, guard, partial_offline_repair)
+        _plan_consuming(
+            plan, facts, states, exists, now_ms, guard, partial_offline_repair, post_step1
+        )
     else:
         _plan_no_consuming(plan, facts, states, exists)
 
@@ -335,10 +346,11 @@ def _plan_consuming(
     now_ms: int,
     guard: _Guard,
     partial_offline_repair: bool,
+    post_step1: str = DONE,
 ) -> None:
     name = facts.llc
     partition = name.partition_group_id
-    if facts.status == DONE:
+    if facts.status == post_step1:
         until = guard.until(facts)
         kind = RepairKind.COMMIT_STOPPED_AFTER_STEP1 if exists else RepairKind.PARTITION_ENDED
         if now_ms <= until:
@@ -348,8 +360,8 @@ def _plan_consuming(
                     facts.name,
                     kind,
                     until,
-                    f"{facts.name} is DONE but still CONSUMING in the IdealState: a commit may "
-                    "still be finishing its last step",
+                    f"{facts.name} is {post_step1} but still CONSUMING in the IdealState: a "
+                    "commit may still be finishing its last step",
                 )
             )
             return
@@ -359,8 +371,8 @@ def _plan_consuming(
                     kind,
                     partition,
                     facts.name,
-                    f"{facts.name} is DONE but still CONSUMING and the stream no longer has "
-                    f"partition {partition}: its replicas go ONLINE, no new segment",
+                    f"{facts.name} is {post_step1} but still CONSUMING and the stream no longer "
+                    f"has partition {partition}: its replicas go ONLINE, no new segment",
                     to_online=(facts.name,),
                 )
             )
@@ -370,9 +382,9 @@ def _plan_consuming(
                 kind,
                 partition,
                 facts.name,
-                f"{facts.name} is DONE but still CONSUMING in the IdealState: the controller "
-                "stopped after commit step 1; its replicas go ONLINE and a new segment starts "
-                f"at its end offset {facts.end_offset}",
+                f"{facts.name} is {post_step1} but still CONSUMING in the IdealState: the "
+                "controller stopped after commit step 1; its replicas go ONLINE and a new segment "
+                f"starts at its end offset {facts.end_offset}",
                 new_from=OffsetFrom.END,
                 offset=facts.end_offset,
                 sequence=name.sequence_number + 1,

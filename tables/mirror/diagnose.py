@@ -154,6 +154,7 @@ def _view(
         stream_partitions=table.stream_partitions,
         stream_error=table.stream_error,
         live_servers=live,
+        pauseless=table.pauseless,
     )
 
 
@@ -299,6 +300,7 @@ def _table_due(
         paused=table.paused,
         paused_partitions=_paused_partitions(table),
         errors_only=errors,
+        pauseless=table.pauseless,
         **options,
     ).due()
 

@@ -21,6 +21,14 @@
 - `GET /reingestSegment/jobs` and `POST /reingestSegment/{segmentName}` (name URL-decoded): Pinot's
   re-ingestion resource (`tables.server.reingestion`). The POST needs the cluster token
   (`Authorization: Bearer <token>`), else 401.
+- Peer download (`tables.server.peer`), both with the cluster token, else 401; names URL-decoded:
+  `GET /segments/{tableNameWithType}/{segmentName}`: the tar of a segment this server holds ONLINE
+  (`application/octet-stream`), 404 when it holds none;
+  `POST /segments/{tableNameWithType}/{segmentName}/uploadCommittedSegment?uploadTimeoutMs=<n>`
+  (Pinot's): uploads that copy to the deep store and answers 200 with the segment's ZK simple
+  fields as the controller should write them (status DONE, `segment.download.url` = the upload);
+  404 when it holds none, 400 for an `uploadTimeoutMs` that is not a positive integer (absent:
+  `DEFAULT_UPLOAD_TIMEOUT_MS`), 500 when the upload fails or takes longer.
 Errors are JSON `{"code", "error"}` like the controller's API.
 """
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
 import urllib.parse
@@ -42,6 +51,7 @@ from tables.domain.segment_states import SegmentState
 
 from .consumer import SegmentConsumer
 from .instance import Replica, ServerInstance
+from .peer import CommittedCopies, Refused
 from .readiness import ServerReadiness
 from .reingestion import ReingestionRefused, SegmentReingestion
 
@@ -53,6 +63,9 @@ _CONSUMING_INFO = re.compile(r"^/tables/([^/]+)/consumingSegmentsInfo/?$")
 _DEBUG = re.compile(r"^/debug/tables/([^/]+)/?$")
 _REINGEST_JOBS = "/reingestSegment/jobs"
 _REINGEST = re.compile(r"^/reingestSegment/([^/]+)/?$")
+_SEGMENT = re.compile(r"^/segments/([^/]+)/([^/]+)/?$")
+_UPLOAD_COMMITTED = re.compile(r"^/segments/([^/]+)/([^/]+)/uploadCommittedSegment/?$")
+DEFAULT_UPLOAD_TIMEOUT_MS = 600_000
 
 
 def _info(consumer: SegmentConsumer, now_ms: int) -> dict[str, Any]:
@@ -136,6 +149,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path.rstrip("/") == _REINGEST_JOBS:
             self._json(200, self.server.reingestion.jobs())
             return
+        match = _SEGMENT.match(path)
+        if match is not None:
+            self._segment_copy(*(urllib.parse.unquote(g) for g in match.groups()))
+            return
         for pattern, view in ((_CONSUMING_INFO, consuming_segments_info), (_DEBUG, debug_info)):
             match = pattern.match(path)
             if match:
@@ -148,19 +165,60 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(404, {"code": 404, "error": f"no such endpoint: {path}"})
 
     def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
+        upload = _UPLOAD_COMMITTED.match(path)
+        if upload is not None:
+            if self._authorized():
+                table, segment = (urllib.parse.unquote(g) for g in upload.groups())
+                self._upload_committed(table, segment, query)
+            return
         match = _REINGEST.match(path)
         if match is None or path.rstrip("/") == _REINGEST_JOBS:
             self._json(404, {"code": 404, "error": f"no such endpoint: POST {path}"})
             return
-        refusal = check_token(self.headers.get("Authorization"), self.server.instance.client.token)
-        if refusal is not None:
-            self._json(401, {"code": 401, "error": refusal.reason})
+        if not self._authorized():
             return
         segment = urllib.parse.unquote(match.group(1))
         try:
             self._json(200, self.server.reingestion.start(segment))
         except ReingestionRefused as refused:
+            self._json(refused.status, {"code": refused.status, "error": refused.message})
+
+    def _authorized(self) -> bool:
+        """The cluster token; False (after answering 401) without it."""
+        refusal = check_token(self.headers.get("Authorization"), self.server.instance.client.token)
+        if refusal is not None:
+            self._json(401, {"code": 401, "error": refusal.reason})
+        return refusal is None
+
+    def _segment_copy(self, table: str, segment: str) -> None:
+        if not self._authorized():
+            return
+        path = self.server.copies.held(table, segment)
+        if path is None:
+            self._json(404, {"code": 404, "error": f"segment {segment} of {table} is not held"})
+            return
+        with path.open("rb") as stream:
+            size = path.stat().st_size
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Disposition", f'attachment; filename="{segment}.tar.gz"')
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            shutil.copyfileobj(stream, self.wfile, 1 << 20)
+
+    def _upload_committed(self, table: str, segment: str, query: str) -> None:
+        values = urllib.parse.parse_qs(query).get("uploadTimeoutMs", [])
+        try:
+            timeout_ms = int(values[-1]) if values else DEFAULT_UPLOAD_TIMEOUT_MS
+            if timeout_ms <= 0:
+                raise ValueError
+        except ValueError:
+            self._json(400, {"code": 400, "error": "uploadTimeoutMs must be a positive integer"})
+            return
+        try:
+            self._json(200, self.server.copies.upload(table, segment, timeout_ms / 1000))
+        except Refused as refused:
             self._json(refused.status, {"code": refused.status, "error": refused.message})
 
     def _probe(self, path: str) -> None:
@@ -198,6 +256,7 @@ class _Server(ThreadingHTTPServer):
     metrics: Callable[[], tuple[bytes, str]]
     readiness: ServerReadiness | None
     reingestion: SegmentReingestion
+    copies: CommittedCopies
 
 
 class AdminServer:
@@ -214,6 +273,9 @@ class AdminServer:
         self.reingestion = reingestion if reingestion is not None else SegmentReingestion(instance)
         self.httpd.reingestion = self.reingestion
         self.httpd.instance = instance
+        self.httpd.copies = CommittedCopies(
+            instance.replicas_of, instance.local, instance.ctx, instance.committer.deep_store
+        )
         self.httpd.metrics = metrics
         self.httpd.readiness = readiness
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="admin-http")

@@ -4,33 +4,56 @@ end; pauseless mode sends commit start first, then builds and sends commit end.
 Contract, for the replica the controller answered COMMIT (blocking mode, the default):
 1. The consumer's rows are written to a staging file (`tables.segments.staging`) and put in the
    deep store under `_staging/<raw>/<segment>.<uuid>.parquet`.
-2. The Spark build runs as the Celery task `tables.spark_build_segment` and publishes the tar at
-   `<raw>/<segment>.tmp.<uuid>` (an upload: only commit end makes it the segment). While waiting,
-   the lease is renewed with `extendBuildTime` before it runs out; an answer other than PROCESSED
-   means the controller gave the commit up, and so does the committer. An unanswered renewal
-   (NOT_SENT: the controller unreachable) is asked again until the lease ends; then the
-   controller has given the commit up, and the committer stops waiting for the build.
-3. `segmentCommitStart` must answer COMMIT_CONTINUE, then `segmentCommitEndWithMetadata` sends the
-   tar's `metadata.properties` and `creation.meta` with `location` = the upload's URI and must
-   answer COMMIT_SUCCESS. When the consumer met offsets the stream had dropped (`lost_ranges`),
-   commit end also carries `streamDataLoss` = "s-e,s-e" (`tables.domain.ledger`), which the
-   controller writes into the committed segment's metadata.
+2. The Spark build runs as the Celery task `tables.spark_build_segment` and hands the built tar
+   over at `_staging/<raw>/<segment>.<uuid>.tar.gz` (the build's output, not yet an upload).
+   While waiting, the lease is renewed with `extendBuildTime` before it runs out; an answer other
+   than PROCESSED means the controller gave the commit up, and so does the committer. An
+   unanswered renewal (NOT_SENT: the controller unreachable) is asked again until the lease ends;
+   then the controller has given the commit up, and the committer stops waiting for the build.
+3. `segmentCommitStart` must answer COMMIT_CONTINUE.
+4. The committer keeps its own copy: the built tar goes into its local segment store
+   (`LocalSegments.path`, where the replica's ONLINE transition then finds it), so it can serve
+   the segment to peers (`tables.server.peer`).
+5. The upload (Pinot's `PinotFSSegmentUploader`): the committer publishes its local copy to the
+   deep store at `<raw>/<segment>.tmp.<uuid>` (`DeepStore.publish`, atomic). "The upload failed"
+   means exactly that publish raised (the deep store unreachable, full, refusing the write, ...)
+   or the fault point below tripped; the build's hand-over having worked does not make the
+   upload safe, as Pinot's local build does not make its upload safe. A failed build is a build
+   failure, not an upload failure: there is no copy, and the commit fails.
+   - upload done: `location` = the upload's URI;
+   - upload failed and the table has `segmentsConfig.peerSegmentDownloadScheme`: `location` =
+     `peer:///<segment>` (Pinot's rule): the controller commits with download URL "" and the
+     replicas fetch the committer's copy from its admin port; the healer later uploads a copy
+     (`uploadCommittedSegment`) and fills the URL;
+   - upload failed without a peer scheme: a failed commit, as before.
+6. `segmentCommitEndWithMetadata` sends the tar's `metadata.properties` and `creation.meta` (read
+   from the local copy) with that `location` and must answer COMMIT_SUCCESS. When the consumer
+   met offsets the stream had dropped (`lost_ranges`), commit end also carries `streamDataLoss` =
+   "s-e,s-e" (`tables.domain.ledger`), which the controller writes into the committed segment's
+   metadata.
 Anything else is a failed commit: `commit` returns False and the consumer asks again. The staging
-file is always removed; the upload is removed when the controller clearly refused it (an upload
-left by a lost reply is the controller's or the healer's to clean: commit end may have moved it).
+file and the hand-over are always removed; the upload is removed when the controller clearly
+refused it (an upload left by a lost reply is the controller's or the healer's to clean: commit
+end may have moved it), and so is the local copy in blocking mode (another replica may commit
+other rows under that name).
 
 Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter`):
 - `segmentCommitStart` comes first, with the consumer's offset and row count, and waits up to
   `MAX_SEGMENT_COMMIT_TIME_S` (120 s) for the answer: the controller marks the segment COMMITTING,
   creates the next segment and flips the IdealState inside that call. Anything but COMMIT_CONTINUE
   is a failed commit before anything was staged or built.
-- After COMMIT_CONTINUE steps 1 and 2 run (the lease counted from the COMMIT answer, renewed with
-  `extendBuildTime`, which the controller accepts in COMMITTER_UPLOADING), then commit end as in 3.
-  The replica going ONLINE meanwhile (the IdealState flip) does not end the wait: only a stop
-  does. Meanwhile the server consumes the next segment.
+- After COMMIT_CONTINUE steps 1, 2 and 4 to 6 run (the lease counted from the COMMIT answer,
+  renewed with `extendBuildTime`, which the controller accepts in COMMITTER_UPLOADING). The
+  replica going ONLINE meanwhile (the IdealState flip) does not end the wait: only a stop does.
+  Meanwhile the server consumes the next segment.
+- The local copy is kept even when commit end fails, and recorded as this server's own build
+  (`LocalSegments.mark_built`): it holds exactly `[startOffset, endOffset)` of the COMMITTING
+  segment, so the replica goes ONLINE with it and the healer can have it uploaded.
 - Fault injection (tests only): while the file `server.<instance_id>.commit_holds` exists
   (`faults.held`), the committer does not look at its build (in either mode; the lease is still
-  renewed), so a test can hold a commit between commit start and commit end.
+  renewed), so a test can hold a commit between commit start and commit end. The one-shot points
+  `server.<instance_id>.upload_fails` and `server.any.upload_fails` (`faults.trip`) fail the
+  upload of step 5.
 """
 
 from __future__ import annotations
@@ -54,13 +77,15 @@ from tables.segments.segment_format import CREATION_META, METADATA_FILE, read_me
 from tables.segments.staging import write_staging
 
 from .consumer import SegmentConsumer
+from .local_segments import LocalSegments
 from .protocol import MAX_SEGMENT_COMMIT_TIME_S, CompletionClient, SegmentFiles
 
-__all__ = ["BuildHandle", "Committer", "commit_end_params"]
+__all__ = ["PEER_LOCATION", "BuildHandle", "Committer", "commit_end_params"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_S = 120
+PEER_LOCATION = "peer:///"  # + segment name: Pinot's location for a segment only peers hold
 
 
 class BuildHandle(Protocol):
@@ -73,6 +98,10 @@ class BuildHandle(Protocol):
 
 
 SubmitBuild = Callable[[str, str, str, int, int, str], BuildHandle]
+
+
+def _no_peer_scheme(table: str) -> str | None:
+    return None
 
 
 def commit_end_params(
@@ -93,13 +122,24 @@ class Committer:
         work_dir: Path,
         poll_s: float = 0.25,
         instance_id: str = "",
+        local: LocalSegments | None = None,
+        peer_scheme: Callable[[str], str | None] = _no_peer_scheme,
     ) -> None:
+        """`local`: where the committer keeps its copies (default: `<work_dir>/segments`);
+        `peer_scheme`: the table's `peerSegmentDownloadScheme` (None: none), asked only when an
+        upload failed."""
         self.client = client
         self.deep_store = deep_store
         self.submit_build = submit_build
         self.work_dir = work_dir
         self.poll_s = poll_s
+        self.local = local if local is not None else LocalSegments(work_dir / "segments")
+        self.peer_scheme = peer_scheme
         self.hold_point = f"server.{instance_id}.commit_holds" if instance_id else None
+        self.upload_points = tuple(
+            f"server.{who}.upload_fails"
+            for who in ((instance_id, "any") if instance_id else ("any",))
+        )
         self.build_failures: dict[tuple[str, int], int] = {}  # segmentBuildFailure per partition
 
     def __call__(self, consumer: SegmentConsumer, response: Response) -> bool:
@@ -113,17 +153,22 @@ class Committer:
         spec = consumer.spec
         tag = uuid.uuid4().hex
         store = self.deep_store()
+        raw = raw_table_name(spec.table)
         attempt = _Attempt(
             store,
             store.staging_key(spec.table, f"{spec.segment}.{tag}"),
-            f"{raw_table_name(spec.table)}/{spec.segment}.tmp.{tag}",
+            f"{raw}/{spec.segment}.tmp.{tag}",
+            f"_staging/{raw}/{spec.segment}.{tag}.tar.gz",
         )
         try:
             yield attempt
         finally:
             store.delete(attempt.staging_key)
+            store.delete(attempt.handover_key)
             if attempt.refused:
                 store.delete(attempt.upload_key)
+                if attempt.kept and not spec.pauseless:
+                    self.local.remove(spec.table, spec.segment)
 
     def _commit_blocking(self, consumer: SegmentConsumer, response: Response) -> bool:
         spec = consumer.spec
@@ -131,7 +176,7 @@ class Committer:
         with self._attempt(consumer) as attempt:
             try:
                 self._stage(consumer, attempt.store, attempt.staging_key)
-                outcome = self._build(consumer, response, attempt.staging_key, attempt.upload_key)
+                outcome = self._build(consumer, response, attempt.staging_key, attempt.handover_key)
                 if outcome is None:
                     return False
                 params = _build_params(consumer, outcome, started)
@@ -172,7 +217,7 @@ class Committer:
                     consumer,
                     response,
                     attempt.staging_key,
-                    attempt.upload_key,
+                    attempt.handover_key,
                     lease_from=started,
                     online_ends=False,
                 )
@@ -192,15 +237,21 @@ class Committer:
         params: dict[str, int | str],
         started: float,
     ) -> bool:
-        """segmentCommitEndWithMetadata with the built tar's metadata; True on COMMIT_SUCCESS."""
-        spec, offset, store = consumer.spec, consumer.next_offset, attempt.store
-        with store.open_read(attempt.upload_key) as stream:
+        """Steps 4 to 6: keep the copy, upload it, segmentCommitEndWithMetadata; True on
+        COMMIT_SUCCESS."""
+        spec, offset = consumer.spec, consumer.next_offset
+        local = self._keep_copy(consumer, attempt)
+        with local.open("rb") as stream:
             files = read_metadata_files(stream)
+        location = self._upload(consumer, attempt, local)
+        if location is None:
+            attempt.refused = True
+            return False
         end = self.client.segment_commit_end(
             spec.table,
             spec.segment,
             offset,
-            store.uri_for(attempt.upload_key),
+            location,
             SegmentFiles(files[METADATA_FILE], files[CREATION_META]),
             commit_end_params(consumer, params),
         )
@@ -209,14 +260,61 @@ class Committer:
             log.warning("%s: commit end answered %s", spec.segment, end.status)
             return False
         log.info(
-            "%s: committed %d rows [%d, %d) in %.1f s",
+            "%s: committed %d rows [%d, %d) in %.1f s%s",
             spec.segment,
             consumer.rows,
             spec.start_offset,
             offset,
             time.monotonic() - started,
+            " (peers only: no deep-store copy)" if location.startswith(PEER_LOCATION) else "",
         )
         return True
+
+    def _keep_copy(self, consumer: SegmentConsumer, attempt: _Attempt) -> Path:
+        """Step 4: the built tar into the local segment store; its path."""
+        spec = consumer.spec
+        path = attempt.store.download(
+            attempt.handover_key, self.local.path(spec.table, spec.segment)
+        )
+        attempt.kept = True
+        if spec.pauseless:
+            self.local.mark_built(spec.table, spec.segment)
+        return path
+
+    def _upload(self, consumer: SegmentConsumer, attempt: _Attempt, local: Path) -> str | None:
+        """Step 5: the location for commit end (module docstring); None: the commit fails."""
+        spec = consumer.spec
+        try:
+            for point in self.upload_points:
+                if faults.trip(point):
+                    raise OSError(f"fault injection: {point}")
+            return attempt.store.publish(local, attempt.upload_key)
+        except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        scheme = self._peer_scheme_of(spec.table)
+        if scheme:
+            log.warning(
+                "%s: the deep-store upload failed (%s); committing with %s%s: peers (%s) serve it",
+                spec.segment,
+                failure,
+                PEER_LOCATION,
+                spec.segment,
+                scheme,
+            )
+            return f"{PEER_LOCATION}{spec.segment}"
+        log.error(
+            "%s: the deep-store upload failed (%s) and the table has no peer download scheme",
+            spec.segment,
+            failure,
+        )
+        return None
+
+    def _peer_scheme_of(self, table: str) -> str | None:
+        try:
+            return self.peer_scheme(table)
+        except Exception:
+            log.exception("%s: cannot read the peer download scheme", table)
+            return None
 
     def _stage(self, consumer: SegmentConsumer, store: DeepStore, key: str) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -233,17 +331,18 @@ class Committer:
         consumer: SegmentConsumer,
         response: Response,
         staging_key: str,
-        upload_key: str,
+        output_key: str,
         lease_from: float | None = None,
         online_ends: bool = True,
     ) -> dict[str, Any] | None:
-        """Run the build, renewing the lease (counted from the `time.monotonic()` `lease_from`,
-        default now); the build's outcome, or None when given up. `online_ends`: the replica
-        going ONLINE ends the wait (blocking mode: somebody else committed)."""
+        """Run the build (its tar published at `output_key`), renewing the lease (counted from
+        the `time.monotonic()` `lease_from`, default now); the build's outcome, or None when given
+        up. `online_ends`: the replica going ONLINE ends the wait (blocking mode: somebody else
+        committed)."""
         spec = consumer.spec
         offset = consumer.next_offset
         handle = self.submit_build(
-            spec.table, spec.segment, staging_key, spec.start_offset, offset, upload_key
+            spec.table, spec.segment, staging_key, spec.start_offset, offset, output_key
         )
         lease_s = response.build_time_sec if response.build_time_sec > 0 else DEFAULT_LEASE_S
         lease_end = (time.monotonic() if lease_from is None else lease_from) + lease_s
@@ -285,7 +384,9 @@ class _Attempt:
     store: DeepStore
     staging_key: str
     upload_key: str
+    handover_key: str  # where the build hands the tar over
     refused: bool = False  # the controller refused the upload: delete it
+    kept: bool = False  # the local copy was written
 
 
 def _build_params(

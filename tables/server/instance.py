@@ -21,7 +21,10 @@ Contract:
   `WAIT_POLL_S` later. Going ONLINE waits, with no time limit, for a consumer whose commit is in
   progress, then, while the segment's ZK status is COMMITTING, for its download URL, up to
   `local_segments.download_timeout_s` from the first COMMITTING seen; past it the step fails
-  (`DownloadWait`: "Failed to download segment: ...") and the replica goes to ERROR.
+  (`DownloadWait`: "Failed to download segment: ...") and the replica goes to ERROR. With a peer
+  download scheme a COMMITTING segment, or a DONE one without a download URL, is taken from this
+  server's own build or an ONLINE peer instead, and waited for the same way
+  (`tables.server.peer`).
 - A transition that fails leaves the replica in ERROR, as does a consumer that fails; a replica
   whose transitions keep failing (ERROR -> DROPPED of a segment whose files cannot be removed) is
   tried again after 0.5 s doubling up to 60 s, with one log line a minute, never in a tight loop.
@@ -62,7 +65,6 @@ from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
 from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
-from tables.domain.segment_metadata import SegmentStatus
 from tables.domain.segment_states import SegmentState, next_step
 from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
@@ -78,10 +80,11 @@ from tables.zk.watches import watch_children, watch_data
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from .enablement import InstanceEnablement
-from .local_segments import DownloadWait, LocalSegments, download_timeout_s
+from .local_segments import LocalSegments
 from .messages import MessageHandler
+from .peer import SegmentFetch
 from .protocol import CompletionClient, LeaderLocator
-from .replica import WAIT_POLL_S, Replica, WaitingFor
+from .replica import Replica, WaitingFor
 
 __all__ = ["TRANSITION_THREADS", "Replica", "ServerInstance", "WaitingFor"]
 
@@ -120,10 +123,17 @@ class ServerInstance:
         self.ctx = ctx
         self.hold_s, self.tick_s = hold_s, tick_s
         self.client = CompletionClient(instance_id, LeaderLocator(ctx))
-        self.committer = Committer(
-            self.client, deep_store, submit_build, data_dir / "work", instance_id=instance_id
-        )
+        token = token if token is not None else self.client.token  # downloads show it too
         self.local = LocalSegments(data_dir / "segments", token, instance_id)
+        self.committer = Committer(
+            self.client,
+            deep_store,
+            submit_build,
+            data_dir / "work",
+            instance_id=instance_id,
+            local=self.local,
+            peer_scheme=self._peer_scheme,
+        )
         self.session: str | None = None
         self.stats: dict[tuple[str, int], PartitionStats] = {}
         self.replicas: dict[str, dict[str, Replica]] = {}
@@ -137,6 +147,7 @@ class ServerInstance:
         self._publish_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self.fetcher = SegmentFetch(instance_id, ctx, self.local, self._stop)  # ONLINE's fetch
         self._transition_log = LogThrottle(every_s=LOG_EVERY_S)
         self._pool = ThreadPoolExecutor(TRANSITION_THREADS, thread_name_prefix="transition")
         self._thread = threading.Thread(target=self._loop, name="reconcile", daemon=True)
@@ -518,15 +529,12 @@ class ServerInstance:
             return stats
 
     def _fetch(self, table: str, segment: str, replica: Replica) -> None:
-        reader = ClusterReader(self.ctx())
-        meta = reader.segment_metadata(table, segment)
-        if meta.status is SegmentStatus.COMMITTING:  # no copy yet: wait (or time out)
-            if replica.download_wait is None:
-                config = reader.get_table_config(table)
-                replica.download_wait = DownloadWait.begin(download_timeout_s(config.stream_config))
-            delay = replica.download_wait.next_poll_s(segment, WAIT_POLL_S)
-            raise WaitingFor(f"the download URL of {segment} (COMMITTING)", delay)
-        self.local.fetch_committed(table, segment, meta, self._stop)
+        """The committed copy, or `WaitingFor` it (`tables.server.peer.SegmentFetch`)."""
+        self.fetcher.fetch(table, segment, replica)
+
+    def _peer_scheme(self, table: str) -> str | None:
+        """The table's `peerSegmentDownloadScheme` (the committer asks after a failed upload)."""
+        return ClusterReader(self.ctx()).get_table_config(table).peer_segment_download_scheme
 
     def replicas_of(self, table: str) -> dict[str, Replica] | None:
         """A snapshot of this server's replicas of `table`, or None when it does not serve the

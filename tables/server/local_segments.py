@@ -1,17 +1,23 @@
 """The server's local copies of committed segments: `<data_dir>/<table>/<segment>.tar.gz`.
 
 A copy is fetched from the segment's download URL (`segment.download.url`, the controller's
-`/segments/<raw>/<segment>`; the request carries the cluster token) and accepted only when the
-CRC in its `creation.meta` equals the segment's ZK `segment.crc`; it is written to a temporary
-name and renamed, so a file at the final name is always a whole, verified segment. A copy already
-present with the right CRC is not fetched again (a restarted server keeps its segments).
+`/segments/<raw>/<segment>`) or from a peer server's admin port (`tables.server.peer`), with the
+cluster token, and accepted only when the CRC in its `creation.meta` equals the segment's ZK
+`segment.crc` (a COMMITTING segment has none to check); it is written to a temporary name and
+renamed, so a file at the final name is always a whole, verified segment. A copy already present
+with the right CRC is not fetched again (a restarted server keeps its segments).
 
 `fetch_committed` is the ONLINE transition's fetch: the segment must be DONE or UPLOADED; a failed
 download is tried `DOWNLOAD_ATTEMPTS` times (1 s, 2 s apart), and the fault-injection points
 `server.<instance_id>.download_fails` / `server.any.download_fails` fail it (tests only).
 
-A segment whose ZK status is COMMITTING (pauseless: committed but not built yet) has nothing to
-fetch: its replica waits (`DownloadWait`) for up to `download_timeout_s` of the table's stream
+A committer keeps the copy it built (`tables.server.committer`): written here before its commit
+end; `mark_built` records the copy's CRC, and `built_crc` answers it back while the file still has
+that CRC, so a pauseless committer's replica can go ONLINE with its own copy while the segment is
+COMMITTING (`tables.server.peer`). `remove` forgets it.
+
+A segment whose ZK status is COMMITTING (pauseless: committed but not built yet) has no download
+URL: its replica waits (`DownloadWait`) for up to `download_timeout_s` of the table's stream
 config, as Pinot's `RealtimeTableDataManager.downloadSegment` does: the stream config key
 `realtime.segment.pauseless.download.timeoutSeconds`, else `segmentDownloadTimeoutMinutes`, else
 10 minutes (a value that is not a positive number is skipped). Past it, TimeoutError
@@ -107,6 +113,8 @@ class LocalSegments:
         self.data_dir = data_dir
         self.token = token
         self.instance_id = instance_id
+        self._built: dict[tuple[str, str], int] = {}  # copies this server's committer built
+        self._built_lock = threading.Lock()
 
     def path(self, table: str, segment: str) -> Path:
         return self.data_dir / table / f"{segment}.tar.gz"
@@ -121,7 +129,9 @@ class LocalSegments:
         if self.has(table, segment, crc):
             return target
         if not url:
-            raise DownloadError(f"{segment} has no download URL (peer download is not supported)")
+            raise DownloadError(
+                f"{segment} has no download URL and no local copy (committed to peers only)"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f"{target.name}.part-{uuid.uuid4().hex}")
         request = urllib.request.Request(url)
@@ -160,5 +170,22 @@ class LocalSegments:
                     raise
         raise AssertionError("unreachable")
 
+    def mark_built(self, table: str, segment: str) -> int | None:
+        """Record the local copy as this server's own build; returns its CRC (None: unreadable,
+        not recorded)."""
+        crc = _crc_of(self.path(table, segment))
+        if crc is not None:
+            with self._built_lock:
+                self._built[(table, segment)] = crc
+        return crc
+
+    def built_crc(self, table: str, segment: str) -> int | None:
+        """The CRC of this server's own build of the segment, while its local copy has it."""
+        with self._built_lock:
+            crc = self._built.get((table, segment))
+        return crc if crc is not None and self.has(table, segment, crc) else None
+
     def remove(self, table: str, segment: str) -> None:
+        with self._built_lock:
+            self._built.pop((table, segment), None)
         self.path(table, segment).unlink(missing_ok=True)

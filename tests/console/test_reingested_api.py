@@ -2,7 +2,8 @@
 store: the cluster token (401), Pinot's header checks (400 each), no ZK metadata (404), a segment
 not COMMITTING (409), and a completion: the rebuilt tar moved from its upload key to the final key,
 COMMITTING -> DONE with the tar's CRC, times, docs, size and download URL (end offset kept), the
-segment out of `committingSegments`, and every replica reset (ERROR -> OFFLINE messages)."""
+segment out of `committingSegments`, and every replica reset (ERROR -> OFFLINE messages); each
+request counts in the `reingestedSegmentUploadsInProgress` gauge while it runs."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from console.api import completion
+from console.api import reingested as reingested_view
+from monitoring.in_progress import count_in_progress, key_for
 from tables import builds
 from tables.cluster import context
+from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord
+from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.segments.segment_format import format_properties, pack_creation_meta
 from tables.zk import messages
@@ -37,7 +42,10 @@ TAR = b"a rebuilt segment tar"
 
 
 @pytest.fixture(autouse=True)
-def controller_settings(settings):
+def controller_settings(settings, monkeypatch):
+    # Refusals (the 401s) are counted at once in the test's own transaction: a flushing thread
+    # would add them to a later test's counts.
+    monkeypatch.setattr(completion_trust, "FLUSH_EVERY_S", 0)
     settings.CONTROLLER_INSTANCE_ID = ME
     settings.CONTROLLER_VIP_URL = VIP
     completion._manager.cache_clear()
@@ -212,3 +220,26 @@ def test_a_reingested_segment_is_done_and_its_replicas_reset(zk, committing):
 
     again = _post(segment, download_uri=_upload(segment))
     assert again.status_code == 409  # DONE now
+
+
+def test_each_request_counts_in_the_uploads_in_progress_gauge_while_it_runs(
+    zk, committing, settings, monkeypatch
+):
+    """Pinot's `reingestedSegmentUploadsInProgress`: 1 while a completion runs (read from Redis,
+    as every controller's /metrics reads it), 0 once it answered, whatever the answer."""
+    segment, _ = committing
+    redis = get_redis(settings.REDIS_URL)
+    redis.delete(key_for(settings.CLUSTER_NAME))  # this slot's Redis: nobody else's leases
+    seen: list[int] = []
+    complete = reingested_view.complete_reingested_segment
+
+    def counting(*args, **kwargs):
+        seen.append(count_in_progress(redis, settings.CLUSTER_NAME))
+        return complete(*args, **kwargs)
+
+    monkeypatch.setattr(reingested_view, "complete_reingested_segment", counting)
+
+    assert _post(segment, download_uri=_upload(segment)).status_code == 200
+    assert _post(segment, download_uri=_upload(segment)).status_code == 409
+    assert seen == [1, 1]
+    assert count_in_progress(redis, settings.CLUSTER_NAME) == 0

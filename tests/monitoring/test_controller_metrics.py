@@ -513,6 +513,8 @@ def emitted_families(controller_text: str) -> set[str]:
         stats={("githubEvents_REALTIME", 0): stats},
         committer=SimpleNamespace(build_failures={}),
         client=SimpleNamespace(responses={"HOLD": 1, "COMMIT_SUCCESS": 1, "NOT_LEADER": 1}),
+        hosted_tables=list,  # no replica: the families are there, without samples
+        replicas_of=lambda table: None,
     )
     server_text = generate_latest(server_registry(instance)).decode()  # type: ignore[arg-type]
     return set(types(controller_text)) | set(types(server_text))

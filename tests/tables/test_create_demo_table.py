@@ -1,6 +1,8 @@
 """`manage.py create_demo_table` against the real ZooKeeper and Redis: the topic, the schema and the
-replicated table `make demo` runs on; idempotent and never deleting (a lost topic is recreated past
-every known offset, the loss reported); `--wait` gives up clearly without servers."""
+two replicated tables `make demo` runs on (githubEvents, and githubEventsPauseless on the same
+topic with pauseless consumption); idempotent and never deleting (a lost topic is recreated past
+every offset known to either table, each table's loss reported); `--wait` gives up clearly
+without servers."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from django.core.management import CommandError, call_command
 from tables import live_state
 from tables.cluster import context
 from tables.controller.resources import ResourceManager
-from tables.demo.seed import recreate_topic
+from tables.demo.seed import demo_schema, demo_table_config, recreate_topic
 from tables.domain.segment_metadata import SegmentStatus
 from tables.models import DurableCounter
 from tables.redisconn import get_redis
@@ -26,6 +28,7 @@ from tests.cluster_fixtures import PATHS, SERVERS
 pytestmark = [pytest.mark.zk, pytest.mark.redis]
 
 TABLE = "githubEvents_REALTIME"
+PAUSELESS = "githubEventsPauseless_REALTIME"
 
 
 @pytest.fixture
@@ -71,9 +74,48 @@ def test_creates_the_topic_schema_and_replicated_table(servers, admin, demo_topi
         assert meta.flush_threshold_size == 500
         assert meta.start_offset == "1"  # smallest of an empty Redis partition
 
+    # The pauseless twin: same schema, topic and thresholds, with Pinot's peer download rule.
+    assert f"table {PAUSELESS} created: replication 2, pauseless, 4 CONSUMING" in output
+    twin = manager.get_table_config(PAUSELESS)
+    assert twin.pauseless_enabled
+    assert (twin.replication, twin.peer_segment_download_scheme) == (2, "http")
+    assert (twin.schema_name, twin.topic_name, twin.offset_reset) == (
+        "githubEvents",
+        demo_topic,
+        "smallest",
+    )
+    assert twin.stream_config["realtime.segment.flush.threshold.segment.rows"] == "500"
+    assert twin.stream_config["realtime.segment.flush.threshold.time"] == "30s"
+    assert not config.pauseless_enabled
+    assert len(manager.idealstate(PAUSELESS)) == 4
+    assert manager.list_tables() == sorted([TABLE, PAUSELESS])
+
+    twin_ideal = manager.idealstate(PAUSELESS)
     again = run("--topic", demo_topic)
     assert f"table {TABLE} already exists" in again
+    assert f"table {PAUSELESS} already exists" in again
     assert manager.idealstate(TABLE) == idealstate
+    assert manager.idealstate(PAUSELESS) == twin_ideal
+
+
+def test_a_demo_of_before_gets_the_pauseless_table_added(servers, admin, demo_topic):
+    """A demo that ran before the second table existed: the first is left alone, the second is
+    created and reads the topic from its earliest offset."""
+    admin.create_topic(demo_topic, 4)
+    admin.produce(demo_topic, 1, [b'{"id": "1"}'] * 5, now_ms=0)
+    manager = ResourceManager(context.current())
+    manager.add_schema(demo_schema())
+    manager.add_table(demo_table_config(demo_topic))
+
+    output = run("--topic", demo_topic)
+
+    assert f"table {TABLE} already exists (topic {demo_topic!r}); left as it is" in output
+    assert f"table {PAUSELESS} created" in output
+    starts = {
+        manager.segment_metadata(PAUSELESS, segment).start_offset
+        for segment in manager.idealstate(PAUSELESS)
+    }
+    assert starts == {"1"}
 
 
 def run_both(*args: str) -> tuple[str, str]:
@@ -145,11 +187,18 @@ def test_a_table_whose_topic_is_gone_is_kept_and_its_topic_recreated_past_every_
 
     assert f"table {TABLE} already exists but its topic {demo_topic!r} was gone" in output
     assert "continuing at offsets p0=56 p1=30 p2=21 p3=21" in output
-    assert "15 offsets known lost" in output
+    assert f"tables reading it ({PAUSELESS}, {TABLE})" in output  # sorted
+    assert f"44 offsets known lost in {PAUSELESS}, 15 offsets known lost in {TABLE}" in output
     assert f"DATA LOSS: table {TABLE} partition 0: topic {demo_topic!r} was gone" in errors
     assert "from offset 41 on that were not committed are lost (15 known" in errors
     assert "partition 2" in errors and "(0 known, any produced after offset 20 unknown)" in errors
     assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 15
+    # The pauseless table's servers had read nothing past its segments' start (21): what the other
+    # table's servers saw (p0 to 56, p1 to 30) is lost to it.
+    assert f"DATA LOSS: table {PAUSELESS} partition 0" in errors
+    assert "from offset 21 on that were not committed are lost (35 known" in errors
+    assert DurableCounter.value_of("llcStreamDataLoss", PAUSELESS) == 44
+    assert errors.count("DATA LOSS:") == 8
     # The table, its segments and its IdealState are the same znodes, unchanged.
     assert zk.exists(PATHS.idealstate(TABLE)).czxid == created
     assert manager.idealstate(TABLE) == idealstate
@@ -170,8 +219,10 @@ def test_a_table_whose_topic_is_gone_is_kept_and_its_topic_recreated_past_every_
     again, errors = run_both("--topic", demo_topic)  # a restarted producer: nothing more happens
 
     assert f"table {TABLE} already exists (topic {demo_topic!r}); left as it is" in again
+    assert f"table {PAUSELESS} already exists (topic {demo_topic!r}); left as it is" in again
     assert errors == ""
     assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 15
+    assert DurableCounter.value_of("llcStreamDataLoss", PAUSELESS) == 44
     assert reader.latest_offset(0) == 58
 
 
@@ -186,10 +237,11 @@ def test_a_lost_topic_with_no_server_reporting_continues_at_the_segments_offsets
     output, errors = run_both("--topic", demo_topic)
 
     assert "continuing at offsets p0=8 p1=8 p2=8 p3=8" in output
-    assert "0 offsets known lost" in output
-    assert errors.count("DATA LOSS:") == 4
+    assert f"0 offsets known lost in {PAUSELESS}, 0 offsets known lost in {TABLE}" in output
+    assert errors.count("DATA LOSS:") == 8  # four partitions of each table
     assert DurableCounter.value_of("llcStreamDataLoss", TABLE) == 0
     assert len(ResourceManager(context.current()).idealstate(TABLE)) == 4
+    assert len(ResourceManager(context.current()).idealstate(PAUSELESS)) == 4
 
 
 def test_recreate_topic_leaves_an_existing_topic_alone(admin, demo_topic, redis_client):
@@ -207,6 +259,7 @@ def test_wait_returns_once_the_servers_are_live(servers, demo_topic):
 
     assert "3 of 3 servers tagged DefaultTenant_REALTIME live" in output
     assert f"table {TABLE} created: replication 2, 4 CONSUMING segments" in output
+    assert f"table {PAUSELESS} created: replication 2, pauseless, 4 CONSUMING segments" in output
 
 
 def test_an_existing_topic_is_grown_to_the_partitions(servers, admin, demo_topic):
@@ -216,6 +269,7 @@ def test_an_existing_topic_is_grown_to_the_partitions(servers, admin, demo_topic
 
     assert f"topic {demo_topic!r}: partitions 2 -> 4" in output
     assert len(ResourceManager(context.current()).idealstate(TABLE)) == 4
+    assert len(ResourceManager(context.current()).idealstate(PAUSELESS)) == 4
 
 
 def test_wait_gives_up_with_too_few_live_servers(cluster, admin, demo_topic):

@@ -1,13 +1,15 @@
 """`python manage.py create_demo_table [--wait] [--servers N] [--timeout S] [--topic T]`.
 
-Creates the demo's githubEvents REALTIME table (replication 2, small flush thresholds; files in
-`tables/demo/`) on a Redis topic of `--partitions` partitions, creating the topic when missing.
-With `--wait` it first polls until the cluster is initialised and `--servers` servers tagged
-DefaultTenant_REALTIME are live, and fails after `--timeout` seconds. Safe to run again (the demo's
-producer runs it on every start): an existing table is reported and left alone (exit 0), never
-deleted. Should its Redis topic be gone (Redis lost its data), the topic is recreated empty,
-continuing past every offset the cluster knows of, and the data loss is reported on stderr with
-"DATA LOSS:" lines (see `tables.demo.seed`).
+Creates the demo's two REALTIME tables on one Redis topic of `--partitions` partitions, creating
+the topic when missing (files in `tables/demo/`): githubEvents (replication 2, small flush
+thresholds) and githubEventsPauseless (the same with pauseless consumption and peer download over
+http), which ingest the same rows. With `--wait` it first polls until the cluster is initialised
+and `--servers` servers tagged DefaultTenant_REALTIME are live, and fails after `--timeout`
+seconds. Safe to run again (the demo's producer runs it on every start): an existing table is
+reported and left alone (exit 0), never deleted; a missing one is created. Should the Redis topic
+be gone (Redis lost its data), it is recreated empty, continuing past every offset the cluster
+knows of, and the data loss is reported on stderr with "DATA LOSS:" lines, per table (see
+`tables.demo.seed`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tables.cluster import context
 from tables.cluster.errors import ServiceError
-from tables.demo.seed import DEFAULT_TOPIC, DemoError, create_demo_table, wait_for_servers
+from tables.demo.seed import DEFAULT_TOPIC, DemoError, create_demo_tables, wait_for_servers
 from tables.redisconn import get_redis
 from tables.streams.base import StreamError
 
 
 class Command(BaseCommand):
-    help = "Create the demo table (githubEvents, replication 2) on a Redis topic; idempotent."
+    help = (
+        "Create the demo tables (githubEvents and githubEventsPauseless, replication 2) on a "
+        "Redis topic; idempotent."
+    )
     requires_system_checks = []  # --wait handles a cluster that is still starting
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -44,7 +49,7 @@ class Command(BaseCommand):
         try:
             if options["wait"]:
                 wait_for_servers(context.current, options["servers"], options["timeout"], self._say)
-            outcome = create_demo_table(
+            outcomes = create_demo_tables(
                 context.current(),
                 get_redis(settings.REDIS_URL),
                 options["topic"],
@@ -54,10 +59,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except redis.RedisError as exc:
             raise CommandError(f"Redis at {settings.REDIS_URL} failed: {exc}") from exc
-        for note in outcome.notes:
-            self._say(note)
-        for line in outcome.data_loss:
-            self.stderr.write(line)
+        for outcome in outcomes:
+            for note in outcome.notes:
+                self._say(note)
+            for line in outcome.data_loss:
+                self.stderr.write(line)
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)

@@ -35,15 +35,26 @@ UNRECOVERABLE = "pauselessSegmentsInUnrecoverableErrorCount"
 
 
 class AdminPort:
-    """A server's admin port as the test plays it: records each request, answers `status`."""
+    """A server's admin port as the test plays it: records each POST, answers `status`; its
+    `GET /reingestSegment/jobs` lists `jobs`."""
 
     def __init__(self) -> None:
         self.status = 200
+        self.jobs: list[dict[str, object]] = []
         self.requests: list[tuple[str, str, str | None, bytes]] = []
         self.lock = threading.Lock()
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with recorder.lock:
+                    data = json.dumps(recorder.jobs).encode()
+                self.send_response(200 if self.path == "/reingestSegment/jobs" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
@@ -176,6 +187,21 @@ def test_200_records_the_job_as_an_action(ctx, zk, topic, admin_port):
     (request,) = admin_port.seen()
     assert request == ("POST", f"/reingestSegment/{segment}", f"Bearer {cluster_token()}", b'""')
     assert report.waiting == [] and report.error is None
+
+
+def test_nothing_is_sent_while_a_replica_already_reingests_the_segment(ctx, zk, topic, admin_port):
+    config = _create(ctx, topic)
+    segment, replicas = _segment(zk, 1)
+    _fail_everywhere(zk, segment, replicas)
+    _admin_at(zk, replicas, admin_port.port)
+    admin_port.jobs = [{"jobId": "job-7", "segmentName": segment, "startTimeMs": 1}]
+    report = _repair(ctx, config)
+    assert report.actions == [] and admin_port.seen() == []
+    (note,) = report.waiting
+    assert note.startswith(f"{segment}: re-ingestion already running on ") and note[-1] != " "
+    admin_port.jobs = [{"jobId": "job-8", "segmentName": "another", "startTimeMs": 1}]
+    (action,) = _repair(ctx, config).actions  # another segment's job changes nothing
+    assert action.kind == "reingestTriggered"
 
 
 def test_409_is_a_waiting_note_and_helix_port_serves_without_admin_port(ctx, zk, topic, admin_port):

@@ -54,6 +54,19 @@ def test_done_still_consuming_waits_for_the_guard_then_repairs_from_end_offset()
     assert repair.to_online == (seg(0, 3),)
 
 
+def test_a_pauseless_commit_stopped_after_step1_is_committing_not_done():
+    """Pinot's statusPostStep1: COMMITTING for a pauseless table, so case 1 looks for it there
+    (and a DONE latest still CONSUMING is not case 1 of a pauseless table)."""
+    ideal = {seg(0, 3): {"a": "CONSUMING", "b": "CONSUMING"}}
+    committing = [facts(seg(0, 3), "COMMITTING", "10", "20")]
+    assert plan(ideal, committing).repairs == []
+    (repair,) = plan(ideal, committing, pauseless=True).repairs
+    assert repair.kind is RepairKind.COMMIT_STOPPED_AFTER_STEP1
+    assert (repair.offset, repair.sequence, repair.to_online) == ("20", 4, (seg(0, 3),))
+    fresh = [facts(seg(0, 3), "COMMITTING", "10", "20", mtime=NOW - 5)]
+    assert plan(ideal, fresh, pauseless=True).waits[0].until_ms == NOW - 5 + GUARD
+
+
 def test_done_still_consuming_of_an_ended_partition_only_goes_online():
     ideal = {seg(1, 3): {"a": "CONSUMING"}}
     result = plan(ideal, [facts(seg(1, 3), "DONE", "10", "20")], partitions=(0,))
