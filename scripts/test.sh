@@ -46,12 +46,17 @@ scripts/services.sh start || exit 1
 #   (some tests queue Celery tasks that the session's workers, once started, run and record; in
 #   this order the workers are already up); and "e2e2" (slot $E2E2_TEST_SLOT, default 13), the
 #   end-to-end files of E2E2_TESTS (started late: the main session keeps both cores busy).
-# The end-to-end sessions print their 25 slowest tests (--durations), to rebalance E2E2_TESTS.
+# The end-to-end sessions print their 25 slowest tests (--durations), to rebalance E2E2_TESTS; main
+# and postgres their 15 slowest. The postgres session leaves out the browser tests (-m "not
+# browser"): Chromium walks the same pages on either database, and main runs them.
 # The background sessions log to var/test/pytest-<name>.log, summed up at the end (in full when
 # one failed); the run fails when any session fails. A selection (arguments) runs one session
 # with those arguments; PG_PYTEST_ARGS, if set, runs that on PostgreSQL after it. TEST_POSTGRES=0
 # skips PostgreSQL, TEST_SPLIT=0 runs tests/e2e in the main session.
 PG_TESTS="${PG_TESTS:-tests/console tests/monitoring tests/tables/mirror}"
+# Chromium walks the same pages on either database: the browser tests run once, in main.
+PG_MARKS=()
+[ $# -gt 0 ] || PG_MARKS=(-m "not browser")
 E2E_TESTS="tests/e2e tests/test_demo_supervisor.py"
 E2E2_TESTS="${E2E2_TESTS-tests/e2e/test_healing.py tests/e2e/test_ensemble.py tests/e2e/test_pauseless.py tests/e2e/test_pauseless_recovery.py tests/e2e/test_pauseless_peer.py}"
 E2E_IGNORES=()
@@ -114,6 +119,7 @@ if [ $# -eq 0 ] && [ "${TEST_SPLIT:-1}" != 0 ]; then
   main_args=(--ignore=tests/e2e --ignore=tests/test_demo_supervisor.py)
 fi
 
+[ $# -gt 0 ] || main_args+=(--durations=15)
 "$VENV/bin/python" -m pytest "${main_args[@]}"
 rc=$?
 [ "$rc" -ne 5 ] || echo "pytest collected no tests (exit 5): that is a failure here" >&2
@@ -125,7 +131,7 @@ if [ -n "$PG_PYTEST_ARGS" ]; then
   # shellcheck disable=SC2086  # PG_PYTEST_ARGS is a list of words
   start_session postgres "${PG_TEST_SLOT:-15}" \
     TEST_DATABASE_URL="postgres://postgres@127.0.0.1:${TEST_PG_PORT:-15433}/postgres" \
-    -- $PG_PYTEST_ARGS
+    -- $PG_PYTEST_ARGS "${PG_MARKS[@]}" --durations=15
   finish_session postgres || [ "$rc" -ne 0 ] || rc=1
 fi
 for name in e2e2 e2e; do

@@ -13,11 +13,11 @@
    New segments' metadata is created first (a name already taken is left for the next run), then
    one compare-and-set IdealState write in a ZooKeeper transaction that also checks every new
    segment's metadata is still there; each repair is re-checked against the record it replaces
-   (`apply_repairs`). Metadata this run created that did not make it into the IdealState is
-   deleted, in a transaction that checks the IdealState did not change meanwhile. A new segment
-   that starts past offsets the stream already dropped records `[wanted, start)` in its
-   `custom.map` (as a resume does), so `verify_ledger` excuses exactly that range; the action
-   says `data_loss` and the caller counts `llcStreamDataLoss`.
+   (`tables.domain.healing_apply.apply_repairs`). Metadata this run created that did not make it
+   into the IdealState is deleted, in a transaction that checks the IdealState did not change
+   meanwhile. A new segment that starts past offsets the stream already dropped records
+   `[wanted, start)` in its `custom.map` (as a resume does), so `verify_ledger` excuses exactly
+   that range; the action says `data_loss` and the caller counts `llcStreamDataLoss`.
 3. Orphan committer uploads (`<segment>.tmp.<uuid>` in the deep store) older than
    `tmp_retention_s` are deleted unless they are a DONE segment's download URL (§A.8).
 4. Segments without a deep-store copy (a DONE one with download URL "", a pauseless COMMITTING one
@@ -45,6 +45,7 @@ from tables.domain import healing as domain
 from tables.domain import pause as pause_domain
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.commit import is_partition_paused
+from tables.domain.healing_apply import apply_repairs
 from tables.domain.helix_enabled import is_enabled
 from tables.domain.idealstate import pause_state, paused_partitions
 from tables.domain.names import LLCSegmentName
@@ -448,7 +449,7 @@ class ConsumingRepairer:
             found = read_record(self.zk, path)
             if found is None or not pending:
                 break
-            new, applied, dropped = domain.apply_repairs(found.record, pending, is_partition_paused)
+            new, applied, dropped = apply_repairs(found.record, pending, is_partition_paused)
             for item, why in dropped:
                 self.report.waiting.append(
                     f"partition {item.repair.partition}: not repaired: {why}"

@@ -10,11 +10,11 @@ from tables.domain.healing import (
     RepairKind,
     Resolved,
     SegmentFacts,
-    apply_repairs,
     plan_consuming_repairs,
     plan_error_repairs,
     start_offset,
 )
+from tables.domain.healing_apply import apply_repairs
 from tables.domain.znrecord import ZNRecord
 
 GUARD = 300_000
