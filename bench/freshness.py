@@ -389,6 +389,17 @@ def _builds(table: str, since: datetime) -> str:
     return f"{len(durations)} builds, median {statistics.median(durations):.2f} s"
 
 
+def slowest(commits: dict[tuple[int, str], list[Gap]], count: int = 3) -> str:
+    """The `count` longest replica gaps: server, N, gap, N's last and N+1's first fetch (epoch
+    ms), whether exact."""
+    worst = sorted((g for v in commits.values() for g in v), key=lambda g: -g.gap_ms)[:count]
+    return "; ".join(
+        f"server{g.server} {g.segment} {g.gap_ms} ms ({g.last_ms} -> {g.first_ms}"
+        f"{'' if g.exact else ', upper bound'})"
+        for g in worst
+    )
+
+
 def _pair(low: float, high: float) -> str:
     return f"{low:.0f} / {high:.0f}"
 
@@ -431,6 +442,9 @@ def report(
         print(f"ratio pauseless/standard: median {median:.1f}%, p99 {high:.1f}% (goal: at most 5%)")
     print("where the gap goes, from the committer's log line 'COMMIT at offset':")
     print("\n".join(splits))
+    print("the 3 longest gaps per mode (to find them in the logs: server, segment N, stamps):")
+    for raw, table in tables.items():
+        print(f"  {MODES[raw]}: {slowest(gaps.commits(table, since_ms))}")
     print(
         "commits: steady commits (N ended caught up) per table; a commit's gap is the larger of "
         "its replicas';\nexact: replica gaps whose N+1 first fetch was seen exactly (the others "

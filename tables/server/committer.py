@@ -42,7 +42,10 @@ Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter
   `MAX_SEGMENT_COMMIT_TIME_S` (120 s) for the answer: the controller marks the segment COMMITTING,
   creates the next segment and flips the IdealState inside that call. Anything but COMMIT_CONTINUE
   is a failed commit before anything was staged or built.
-- After COMMIT_CONTINUE steps 1, 2 and 4 to 6 run (the lease counted from the COMMIT answer,
+- After COMMIT_CONTINUE the committer first lets this server start consuming the next segment
+  (`wait_next`, at most `tables.server.handoff.HANDOFF_WAIT_S`): staging and the build would
+  otherwise compete with that start for this process, lengthening the partition's freshness gap.
+- Then steps 1, 2 and 4 to 6 run (the lease counted from the COMMIT answer,
   renewed with `extendBuildTime`, which the controller accepts in COMMITTER_UPLOADING). The
   replica going ONLINE meanwhile (the IdealState flip) does not end the wait: only a stop does.
   Meanwhile the server consumes the next segment.
@@ -104,6 +107,10 @@ def _no_peer_scheme(table: str) -> str | None:
     return None
 
 
+def _no_wait(table: str, segment: str) -> bool:
+    return False
+
+
 def commit_end_params(
     consumer: SegmentConsumer, params: dict[str, int | str]
 ) -> dict[str, int | str]:
@@ -124,10 +131,12 @@ class Committer:
         instance_id: str = "",
         local: LocalSegments | None = None,
         peer_scheme: Callable[[str], str | None] = _no_peer_scheme,
+        wait_next: Callable[[str, str], bool] = _no_wait,
     ) -> None:
         """`local`: where the committer keeps its copies (default: `<work_dir>/segments`);
         `peer_scheme`: the table's `peerSegmentDownloadScheme` (None: none), asked only when an
-        upload failed."""
+        upload failed; `wait_next(table, segment)`: waits (bounded) until this server consumes
+        the partition's next segment (`tables.server.handoff`), before a pauseless build."""
         self.client = client
         self.deep_store = deep_store
         self.submit_build = submit_build
@@ -135,6 +144,7 @@ class Committer:
         self.poll_s = poll_s
         self.local = local if local is not None else LocalSegments(work_dir / "segments")
         self.peer_scheme = peer_scheme
+        self.wait_next = wait_next
         self.hold_point = f"server.{instance_id}.commit_holds" if instance_id else None
         self.upload_points = tuple(
             f"server.{who}.upload_fails"
@@ -210,6 +220,7 @@ class Committer:
             spec.segment,
             consumer.next_offset,
         )
+        self.wait_next(spec.table, spec.segment)  # the next segment's consumer starts first
         with self._attempt(consumer) as attempt:
             try:
                 self._stage(consumer, attempt.store, attempt.staging_key)

@@ -29,10 +29,10 @@ Contract:
   whose transitions keep failing (ERROR -> DROPPED of a segment whose files cannot be removed) is
   tried again after 0.5 s doubling up to 60 s, with one log line a minute, never in a tight loop.
   While ZooKeeper is away the rounds back off (`tick_s` doubling to 10 s) and log one line a
-  minute per cause; the ZooKeeper client, and so every watch, is kept
-  (`tables.zk.client`), and a new session is met by registering again.
-  CURRENTSTATES/<session>/<table> (mapFields segment -> CURRENT_STATE) is rewritten,
-  compare-and-set, after every transition.
+  minute per cause; the ZooKeeper client, and so every watch, is kept (`tables.zk.client`), and a
+  new session is met by registering again. CURRENTSTATES/<session>/<table> (mapFields segment ->
+  CURRENT_STATE) is rewritten, compare-and-set, after every transition. A pauseless committer
+  waits for the next segment's consumer to start before it builds (`tables.server.handoff`).
 - A consumer that fails leaves its replica in ERROR with the consumer's `stopped_reason` as the
   replica's `error`; the failed consumer is kept (`failed_consumer`) so the live state can still
   show the partition and why it stopped, while the replica is ERROR or (after a reset) OFFLINE,
@@ -80,6 +80,7 @@ from tables.zk.watches import watch_children, watch_data
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from .enablement import InstanceEnablement
+from .handoff import ConsumerStarts
 from .local_segments import LocalSegments
 from .messages import MessageHandler
 from .peer import SegmentFetch
@@ -125,6 +126,7 @@ class ServerInstance:
         self.client = CompletionClient(instance_id, LeaderLocator(ctx))
         token = token if token is not None else self.client.token  # downloads show it too
         self.local = LocalSegments(data_dir / "segments", token, instance_id)
+        self.starts = ConsumerStarts()  # a pauseless build waits for the next consumer's start
         self.committer = Committer(
             self.client,
             deep_store,
@@ -133,6 +135,7 @@ class ServerInstance:
             instance_id=instance_id,
             local=self.local,
             peer_scheme=self._peer_scheme,
+            wait_next=self.starts.wait_after,
         )
         self.session: str | None = None
         self.stats: dict[tuple[str, int], PartitionStats] = {}
@@ -360,6 +363,7 @@ class ServerInstance:
                 self._stop_consumer(replica)
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
+                self.starts.started(table, segment)
                 self.messages.consumer_started(table, segment, replica.consumer)
                 if self._paused(table, segment):
                     replica.consumer.force_commit()

@@ -35,6 +35,7 @@ from django.conf import settings as django_settings
 
 from tables.builds import deep_store
 from tables.cluster import context
+from tables.cluster.leadership import table_leaders
 from tables.controller.healing import HealingSettings, RealtimeSegmentValidationManager
 from tables.controller.resources import ResourceManager
 from tables.domain.names import LLCSegmentName
@@ -429,6 +430,13 @@ def test_the_doctor_explains_a_stopped_commit_and_run_healer_now_repairs_it(
     stuck = _stuck_at_exit(stack, case)
     partition = LLCSegmentName.parse(stuck).partition_group_id
     wait_until(lambda: _answers(stack), timeout=60, what="the restarted controller serving")
+    # The healer acts for a table's live lead controller only: wait for the restarted one to
+    # lead it again (its old session must expire first), else the run is rightly skipped.
+    wait_until(
+        lambda: table_leaders(context.current()).leader(case.table),
+        timeout=60,
+        what="the restarted controller leading the table",
+    )
     sync.sync_cluster(context.current())  # the pages read the mirror
 
     url = f"http://127.0.0.1:{stack.controller_port}"
