@@ -65,6 +65,7 @@ class HealingCluster(IngestCluster):
     def __init__(self, zk_hosts: str, data_dir: Path, faults: Path) -> None:
         super().__init__(zk_hosts, data_dir, "healing")
         self.faults = faults
+        self.dead_session: int | None = None  # set by `_stuck_at_exit`
 
     def _env(self) -> dict[str, str]:
         return {**super()._env(), "FAULT_INJECTION_DIR": str(self.faults)}
@@ -237,12 +238,16 @@ FAST = {
 
 def _stuck_at_exit(stack: HealingCluster, case: Case) -> str:
     """Wait for the controller's fault exit; the DONE segment it left CONSUMING (read before the
-    guard lets anyone repair it), then start the controller again."""
+    guard lets anyone repair it), then start the controller again. `stack.dead_session`: the
+    dead process's session, owner of its live instance znode until the session expires."""
     code = wait_until(
         lambda: stack.procs["controller"].poll(), timeout=120, interval=0.02, what="the exit"
     )
     assert code == 86  # fault injection's exit status
     stuck = case.stuck_after_step1()
+    ctx = context.current()
+    live = ctx.client.exists(ctx.paths.liveinstance(stack.controller_id))
+    stack.dead_session = live.ephemeralOwner if live is not None else None
     stack.start_controller()
     assert stuck is not None, "no DONE segment left CONSUMING by the exit"
     return stuck
@@ -430,12 +435,11 @@ def test_the_doctor_explains_a_stopped_commit_and_run_healer_now_repairs_it(
     stuck = _stuck_at_exit(stack, case)
     partition = LLCSegmentName.parse(stuck).partition_group_id
     wait_until(lambda: _answers(stack), timeout=60, what="the restarted controller serving")
-    # The healer acts for a table's live lead controller only: wait for the restarted one to
-    # lead it again (its old session must expire first), else the run is rightly skipped.
+    # The healer acts for a table's live lead controller only, else the run is rightly skipped:
+    # wait for the restarted controller's own live instance (the dead one's ephemeral znode,
+    # same id, lasts until its session expires) and for it to lead the table.
     wait_until(
-        lambda: table_leaders(context.current()).leader(case.table),
-        timeout=60,
-        what="the restarted controller leading the table",
+        lambda: _live_again(stack, case.table), timeout=90, what="the restarted controller leading"
     )
     sync.sync_cluster(context.current())  # the pages read the mirror
 
@@ -474,6 +478,16 @@ def test_the_doctor_explains_a_stopped_commit_and_run_healer_now_repairs_it(
     expect(diagnosis).not_to_have_attribute("data-diagnosis", "commitStoppedAfterStep1")
     page.screenshot(path=str(ARTIFACTS / "healing-doctor-after.png"), full_page=True)
     case.finish(producer)
+
+
+def _live_again(stack: HealingCluster, table: str) -> bool:
+    """The controller's live instance belongs to the restarted process (not the dead one's
+    session, `stack.dead_session`) and it leads `table`."""
+    ctx = context.current()
+    stat = ctx.client.exists(ctx.paths.liveinstance(stack.controller_id))
+    if stat is None or stat.ephemeralOwner == stack.dead_session:
+        return False
+    return table_leaders(ctx).leader(table) == stack.controller_id
 
 
 def _answers(stack: HealingCluster) -> bool:
