@@ -15,37 +15,29 @@ table `freshPauseless` (pauseless, peer download scheme http) on topic `freshPau
 half a segment period later, so the two tables' segments do not fill (and queue for the one Spark
 worker) at the same moments.
 
-How the gap is measured (the consumers' first and last consumed moments are not in ZooKeeper):
-a sampler thread per server polls `GET /tables/<t>/consumingSegmentsInfo` on the server's admin
-port, every `--poll-ms` while a partition of that table on that server is near a commit (a
-consumer within 0.5 s of rows of its threshold or at it, a consumer without rows yet, or no
-consumer listed), every `--slow-ms` otherwise. Each reply gives, per consuming segment, its
-current offset and the partition's `lastConsumedTimestamp`: the server's own wall-clock stamp of
-its latest fetch that returned rows (one per table and partition on a server, shared by N and
-N+1). The samples are kept per server, table and partition whenever they change. With e = N+1's
-start offset (ZooKeeper):
-- last(N) = the stamp in a sample where N is at offset e, or N+1 is listed at e, without rows:
-  no fetch has happened since N's last one (the smallest such stamp; it stays in place for the
-  whole gap, so any sample inside the gap sees it exactly);
-- first(N+1) = the stamp in the first sample where N+1 is past e. It is N+1's first fetch, exact,
-  when N+1 holds one row, or when every row it holds was produced (the rows' production stamps,
-  read from the stream, with a 5 ms margin) before the latest sample that still showed last(N):
-  a fetch returns all rows there are. Otherwise it may be a later fetch: the gap is then an
-  upper bound, the true first fetch lying after max(that sample, the production of row e), and
-  that bracket's width is printed as the resolution.
-The servers and the bench run on one host: one clock. A commit counts once the stack is warm
-(every partition of both tables has committed a segment) and when N ended caught up (its last row
-was consumed within 1 s of its production; a segment that starts behind the stream fills at once
-and measures the backlog, not the commit). A commit's gap is the larger of its replicas' gaps.
-Also printed: the first row's wait (first(N+1) minus the production of row e: what the commit
-added to that row's freshness), the Spark builds' durations, and the sampler's load.
+How the gap is measured: every consumer logs, when its thread ends, the offsets it held
+`[start, end)` and the server's wall-clock stamps of its first and last fetch that returned rows
+(`tables.server.consumer.CONSUMED_LINE`); the bench reads the servers' logs as they grow and
+never asks the servers anything while they run. Per server and partition, with e = N+1's start
+offset: gap = first fetch of N+1 - last fetch of N, both exact (a fetch returns all the rows
+there are, so N+1's first fetch with rows is its first row's arrival). The servers and the bench
+run on one host: one clock. A commit counts once the stack is warm (every partition of both tables
+has committed a segment), when both replicas logged N and N+1, and when N ended caught up (its
+last row was consumed within 1 s of its production; a segment that starts behind the stream fills
+at once and measures the backlog, not the commit). A commit's gap is the larger of its replicas'
+gaps. Also printed: the first row's wait (first(N+1) minus the production of row e: what the
+commit added to that row's freshness), the Spark builds' durations, the rows' spacing (row e
+is produced some ms after row e - 1: the floor of any gap), and the gap without the time no row
+was there to consume (first(N+1) minus the later of N's last fetch and row e's production: a
+producer that pauses between e - 1 and e lengthens the gap of both modes without the commit's
+doing, which shows only in the pauseless one, the standard gap being longer than such pauses).
 
 Prints, per mode: commits measured, median / p99 / max gap (ms), the ratio pauseless/standard of
 the medians and of the p99s (goal: at most 5%). No assertions on timing; exit status 1 only when
 the stack did not come up.
 
-    .venv/bin/python bench/freshness.py [--commits 40] [--partitions 2] [--rate 40]
-                                        [--flush-rows 150] [--poll-ms 10]
+    .venv/bin/python bench/freshness.py [--commits 40] [--partitions 2] [--rate 200]
+                                        [--flush-rows 750]
 
 Needs no running services (its ZooKeeper and Redis are its own), only ../shared/fixtures/pinot.
 Uses TEST_SLOT 15 for its settings unless TEST_SLOT is set.
@@ -81,10 +73,8 @@ def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=40, help="per table, across partitions")
     parser.add_argument("--partitions", type=int, default=2, help="stream partitions per topic")
-    parser.add_argument("--rate", type=float, default=40.0, help="producer rows/s per topic")
-    parser.add_argument("--flush-rows", type=int, default=150, help="rows per segment")
-    parser.add_argument("--poll-ms", type=float, default=10.0, help="sampling near a commit")
-    parser.add_argument("--slow-ms", type=float, default=100.0, help="sampling otherwise")
+    parser.add_argument("--rate", type=float, default=200.0, help="producer rows/s per topic")
+    parser.add_argument("--flush-rows", type=int, default=750, help="rows per segment")
     parser.add_argument("--max-seconds", type=float, default=330.0, help="measuring time cap")
     parser.add_argument("--keep", action="store_true", help="keep the stores' data at the end")
     return parser.parse_args()
@@ -122,14 +112,7 @@ logging.getLogger("kazoo").setLevel(logging.ERROR)  # the bench's client sees th
 
 from django.core.management import call_command  # noqa: E402
 
-from bench.freshness_stack import (  # noqa: E402
-    FreshnessStack,
-    Key,
-    Sample,
-    Sampler,
-    StartOffsets,
-    create_table,
-)
+from bench.freshness_stack import ConsumedLog, FreshnessStack, create_table  # noqa: E402
 from tables.cluster import context  # noqa: E402
 from tables.controller.resources import ResourceManager  # noqa: E402
 from tables.domain.names import LLCSegmentName  # noqa: E402
@@ -140,14 +123,13 @@ from tests.ingest_cluster import done_coverage  # noqa: E402
 
 PAUSELESS, STANDARD = "freshPauseless", "freshStandard"  # raw table name = topic name
 MODES = {PAUSELESS: "pauseless", STANDARD: "standard"}
-XADD_MARGIN_MS = 5  # a row's production stamp is taken just before its XADD
 STEADY_LAG_MS = 1000  # N's last row consumed within this of its production: N ended caught up
 METHOD = (
-    "method: per server, table and partition, samples of consumingSegmentsInfo (current offsets, "
-    "lastConsumedTimestamp = the server's stamp of its latest fetch with rows), every {fast:g} ms "
-    "near a commit, {slow:g} ms otherwise; gap = first fetch of N+1 - last fetch of N, both "
-    "server stamps; one clock (one host)"
+    "method: per server and partition, from the consumers' own log lines (first and last fetch "
+    "with rows, server stamps; no sampling): gap = first fetch of N+1 - last fetch of N; one "
+    "clock (one host)"
 )
+REPLICATION = 2
 
 
 def say(text: str) -> None:
@@ -174,11 +156,9 @@ class Gap:
     table: str
     partition: int
     segment: str  # N
-    last_ms: int  # N's last fetch (server stamp)
-    first_ms: int  # N+1's first fetch, or an upper bound of it
-    low_ms: float  # the true first fetch is at or after this
-    exact: bool
-    produced_last: int  # production stamp of N's last row (offset e - 1)
+    last_ms: int  # N's last fetch with rows (server stamp)
+    first_ms: int  # N+1's first fetch with rows
+    produced_last: int  # production stamp of N's last row
     produced_first: int  # ... of N+1's first row (offset e)
 
     @property
@@ -188,6 +168,11 @@ class Gap:
     @property
     def wait_ms(self) -> int:
         return self.first_ms - self.produced_first
+
+    @property
+    def net_ms(self) -> int:
+        """The gap without the time no row was there to consume (row e not produced yet)."""
+        return self.first_ms - max(self.last_ms, self.produced_first)
 
     @property
     def lag_ms(self) -> int:
@@ -209,81 +194,37 @@ class Produced:
         return self._known[key]
 
 
-def _pairs(series: list[Sample]) -> list[tuple[str, str]]:
-    names: dict[int, str] = {}
-    for sample in series:
-        for segment in sample.offsets:
-            name = LLCSegmentName.parse(segment)
-            if name is not None:
-                names[name.sequence_number] = segment
-    return [(names[n], names[n + 1]) for n in sorted(names) if n + 1 in names]
-
-
-def one_gap(
-    key: Key, series: list[Sample], pair: tuple[str, str], e: int, produced: Produced
-) -> Gap | None:
-    """The gap of `pair` (N, N+1) on one replica, None while (or when) it cannot be told.
-    `series` starts at the first sample that lists N."""
-    segment, following = pair
-    last: int | None = None
-    first: Sample | None = None
-    quiet: list[Sample] = []  # samples without a fetch since N's last one (candidates)
-    for sample in series:
-        if segment not in sample.offsets and following not in sample.offsets:
-            continue
-        at = sample.offsets.get(following)
-        if at is not None and at > e:
-            first = sample
-            break
-        if at == e or (at is None and sample.offsets.get(segment) == e):
-            quiet.append(sample)
-            last = sample.consumed_ms if last is None else min(last, sample.consumed_ms)
-    if first is None or last is None or first.consumed_ms <= last:
-        return None
-    _, table, partition = key
-    topic = table.removesuffix("_REALTIME")
-    held = first.offsets[following]
-    before = max(s.seen_ms for s in quiet if s.consumed_ms == last)
-    produced_first = produced.at(topic, partition, e)
-    exact = held == e + 1 or produced.at(topic, partition, held - 1) + XADD_MARGIN_MS <= before
-    low = first.consumed_ms if exact else max(before, produced_first, last)
-    return Gap(
-        key[0],
-        table,
-        partition,
-        segment,
-        last,
-        first.consumed_ms,
-        min(low, first.consumed_ms),
-        exact,
-        produced.at(topic, partition, e - 1),
-        produced_first,
-    )
-
-
 class Gaps:
-    """Every replica gap found so far (a found one never changes)."""
+    """Every replica gap found so far in the servers' logs (a found one never changes)."""
 
-    def __init__(self, sampler: Sampler, starts: StartOffsets) -> None:
-        self.sampler, self.starts = sampler, starts
+    def __init__(self, consumed: ConsumedLog) -> None:
+        self.consumed = consumed
         self.produced = Produced()
-        self.found: dict[tuple[int, str, int, str], Gap] = {}
+        self.found: dict[tuple[int, str], Gap] = {}  # (server, N) -> its gap
 
     def update(self) -> None:
-        for key, series in list(self.sampler.series.items()):
-            snapshot = list(series)
-            listed: dict[str, int] = {}  # segment -> index of the first sample listing it
-            for index, sample in enumerate(snapshot):
-                for segment in sample.offsets:
-                    listed.setdefault(segment, index)
-            for pair in _pairs(snapshot):
-                if (*key, pair[0]) in self.found:
-                    continue
-                e = self.starts.get(key[1], pair[1])
-                since = snapshot[listed[pair[0]] :]
-                gap = None if e is None else one_gap(key, since, pair, e, self.produced)
-                if gap is not None:
-                    self.found[(*key, pair[0])] = gap
+        self.consumed.update()
+        by_name = {}
+        for (server, segment), item in self.consumed.found.items():
+            name = LLCSegmentName.parse(segment)
+            if name is not None:
+                key = (server, name.table_name, name.partition_group_id, name.sequence_number)
+                by_name[key] = item
+        for (server, raw, partition, sequence), item in by_name.items():
+            following = by_name.get((server, raw, partition, sequence + 1))
+            if following is None or (server, item.segment) in self.found:
+                continue
+            e = following.start
+            self.found[(server, item.segment)] = Gap(
+                server,
+                f"{raw}_REALTIME",
+                partition,
+                item.segment,
+                item.last_ms,
+                following.first_ms,
+                self.produced.at(raw, partition, item.end - 1),
+                self.produced.at(raw, partition, e),
+            )
 
     def commits(self, table: str, since_ms: float) -> dict[tuple[int, str], list[Gap]]:
         """(partition, N) -> its replicas' gaps, for the steady commits of `table` since then."""
@@ -294,7 +235,9 @@ class Gaps:
         return {
             k: v
             for k, v in out.items()
-            if min(g.last_ms for g in v) >= since_ms and max(g.lag_ms for g in v) <= STEADY_LAG_MS
+            if len(v) >= REPLICATION
+            and min(g.last_ms for g in v) >= since_ms
+            and max(g.lag_ms for g in v) <= STEADY_LAG_MS
         }
 
 
@@ -308,7 +251,7 @@ def commit_answers(stack: FreshnessStack) -> dict[str, tuple[int, float]]:
     log's local time, as the servers wrote it)."""
     out: dict[str, tuple[int, float]] = {}
     for index in range(3):
-        path = stack.log_dir / f"{stack.log_prefix}-server{index}.log"
+        path = stack.server_log(index)
         for line in path.read_text(errors="replace").splitlines():
             match = _COMMIT.match(line)
             if match:
@@ -356,19 +299,18 @@ def _figures(commits: dict[tuple[int, str], list[Gap]]) -> dict[str, float] | No
         return None
     gaps = [float(max(g.gap_ms for g in replicas)) for replicas in commits.values()]
     waits = [float(max(g.wait_ms for g in replicas)) for replicas in commits.values()]
+    nets = [float(max(g.net_ms for g in replicas)) for replicas in commits.values()]
     replicas = [g for v in commits.values() for g in v]
-    widths = [g.first_ms - g.low_ms for g in replicas if not g.exact]
     return {
         "commits": len(gaps),
         "replicas": len(replicas),
-        "exact": sum(g.exact for g in replicas),
         "median": statistics.median(gaps),
         "p99": p99(gaps),
         "max": max(gaps),
         "wait_median": statistics.median(waits),
         "wait_p99": p99(waits),
-        "width_median": statistics.median(widths) if widths else 0.0,
-        "width_max": max(widths) if widths else 0.0,
+        "net_median": statistics.median(nets),
+        "net_p99": p99(nets),
         "lag_median": statistics.median(g.lag_ms for g in replicas),
     }
 
@@ -391,11 +333,11 @@ def _builds(table: str, since: datetime) -> str:
 
 def slowest(commits: dict[tuple[int, str], list[Gap]], count: int = 3) -> str:
     """The `count` longest replica gaps: server, N, gap, N's last and N+1's first fetch (epoch
-    ms), whether exact."""
+    ms), how long after row e - 1 row e was produced, and the first row's wait."""
     worst = sorted((g for v in commits.values() for g in v), key=lambda g: -g.gap_ms)[:count]
     return "; ".join(
-        f"server{g.server} {g.segment} {g.gap_ms} ms ({g.last_ms} -> {g.first_ms}"
-        f"{'' if g.exact else ', upper bound'})"
+        f"server{g.server} {g.segment} {g.gap_ms} ms ({g.last_ms} -> {g.first_ms}; row e "
+        f"produced {g.produced_first - g.produced_last} ms after e - 1, waited {g.wait_ms} ms)"
         for g in worst
     )
 
@@ -412,11 +354,10 @@ def report(
     answers: dict[str, tuple[int, float]],
 ) -> None:
     print()
-    print(METHOD.format(fast=ARGS.poll_ms, slow=ARGS.slow_ms))
+    print(METHOD)
     print(
-        f"{'mode':<10} {'commits':>7} {'replicas':>8} {'exact':>5} {'median ms':>9} "
-        f"{'p99 ms':>7} {'max ms':>7}  {'1st-row wait med/p99':>20}  "
-        f"{'resolution med/max':>18}  builds"
+        f"{'mode':<10} {'commits':>7} {'replicas':>8} {'median ms':>9} {'p99 ms':>7} "
+        f"{'max ms':>7}  {'1st-row wait med/p99':>20}  builds"
     )
     figures: dict[str, dict[str, float] | None] = {}
     splits = []
@@ -429,17 +370,22 @@ def report(
             print(f"{mode:<10} no commit measured")
             continue
         waits = _pair(f["wait_median"], f["wait_p99"])
-        widths = _pair(f["width_median"], f["width_max"])
         print(
-            f"{mode:<10} {f['commits']:>7.0f} {f['replicas']:>8.0f} {f['exact']:>5.0f} "
-            f"{f['median']:>9.0f} {f['p99']:>7.0f} {f['max']:>7.0f}  {waits:>20}  "
-            f"{widths:>18}  {_builds(table, since)}"
+            f"{mode:<10} {f['commits']:>7.0f} {f['replicas']:>8.0f} {f['median']:>9.0f} "
+            f"{f['p99']:>7.0f} {f['max']:>7.0f}  {waits:>20}  {_builds(table, since)}"
         )
     pauseless, standard = figures.get("pauseless"), figures.get("standard")
     if pauseless and standard and standard["median"] and standard["p99"]:
         median = 100 * pauseless["median"] / standard["median"]
         high = 100 * pauseless["p99"] / standard["p99"]
         print(f"ratio pauseless/standard: median {median:.1f}%, p99 {high:.1f}% (goal: at most 5%)")
+        print(
+            "without the waits for row e to be produced (gap from max(N's last fetch, row e "
+            f"produced)): pauseless {_pair(pauseless['net_median'], pauseless['net_p99'])} ms, "
+            f"standard {_pair(standard['net_median'], standard['net_p99'])} ms (median / p99): "
+            f"{100 * pauseless['net_median'] / max(standard['net_median'], 1):.1f}%, "
+            f"{100 * pauseless['net_p99'] / max(standard['net_p99'], 1):.1f}%"
+        )
     print("where the gap goes, from the committer's log line 'COMMIT at offset':")
     print("\n".join(splits))
     print("the 3 longest gaps per mode (to find them in the logs: server, segment N, stamps):")
@@ -447,10 +393,8 @@ def report(
         print(f"  {MODES[raw]}: {slowest(gaps.commits(table, since_ms))}")
     print(
         "commits: steady commits (N ended caught up) per table; a commit's gap is the larger of "
-        "its replicas';\nexact: replica gaps whose N+1 first fetch was seen exactly (the others "
-        "are upper bounds;\nresolution: their bracket width, ms); 1st-row wait (ms): N+1's first "
-        "fetch minus the production\nof its first row; builds: the Spark builds of the measured "
-        "period."
+        "its replicas';\n1st-row wait (ms): N+1's first fetch minus the production of its first "
+        "row;\nbuilds: the Spark builds of the measured period."
     )
 
 
@@ -462,7 +406,6 @@ def main() -> int:
     )
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     stack = FreshnessStack(RUN_DIR, ZK_PORT, REDIS_PORT, ARGS.rate, ARGS.partitions)
-    sampler: Sampler | None = None
     ok = False
     try:
         call_command("migrate", verbosity=0)
@@ -475,10 +418,6 @@ def main() -> int:
             raw: create_table(raw, raw, ARGS.partitions, ARGS.flush_rows, raw == PAUSELESS)
             for raw in (PAUSELESS, STANDARD)
         }
-        starts = StartOffsets()
-        intervals = (ARGS.poll_ms, ARGS.slow_ms)
-        sampler = Sampler(stack, list(tables.values()), starts, ARGS.flush_rows, intervals)
-        sampler.start()
         period = ARGS.flush_rows * ARGS.partitions / ARGS.rate
         stack.start_topic_producer(PAUSELESS)
         time.sleep(period / 2)  # staggers the two tables' commits (not a synchronisation)
@@ -491,7 +430,7 @@ def main() -> int:
         poll(warm, "a committed segment on every partition (Spark's JVM starts)", 300)
         since_ms, since = time.time() * 1000, datetime.now(UTC)
         say("every partition committed once: measuring")
-        gaps = Gaps(sampler, starts)
+        gaps = Gaps(ConsumedLog(stack))
         deadline = time.monotonic() + ARGS.max_seconds
         while time.monotonic() < deadline:
             time.sleep(2)
@@ -502,20 +441,17 @@ def main() -> int:
         else:
             say(f"measuring time cap ({ARGS.max_seconds:g} s) reached")
         say(f"measured commits: {dict(zip(MODES.values(), counts, strict=True))}")
-        sampler.stop()
         gaps.update()
         report(gaps, tables, since_ms, since, commit_answers(stack))
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         print(
-            f"sampler: {sampler.requests} requests ({sampler.failures} failed); bench process CPU "
-            f"{cpu.ru_utime + cpu.ru_stime:.0f} s over {time.monotonic() - started:.0f} s"
+            f"bench process CPU {cpu.ru_utime + cpu.ru_stime:.0f} s over "
+            f"{time.monotonic() - started:.0f} s"
         )
         ok = True
     except TimeoutError as exc:
         print(f"FAILED: {exc}")
     finally:
-        if sampler is not None:
-            sampler.stop()
         stack.stop_producers()
         codes = stack.stop()
         print(f"processes stopped: {codes}")

@@ -10,36 +10,31 @@ addresses) before this module is imported.
 `create_table` makes a table `<name>_REALTIME` on its own topic: the githubEvents schema and
 fixture config, replication 2, segments of `flush_rows` rows (time threshold 1 h, so only rows
 end a segment), and for a pauseless table `pauselessConsumptionEnabled: true` with
-`peerSegmentDownloadScheme: "http"` (Pinot's rule for replication > 1). `StartOffsets` caches
-each segment's `segment.realtime.startOffset` from ZooKeeper (it never changes once written).
-`Sampler` keeps, per server, table and partition, the changing replies of the servers'
-`consumingSegmentsInfo` (the method is in bench/freshness.py's docstring).
+`peerSegmentDownloadScheme: "http"` (Pinot's rule for replication > 1).
+
+`ConsumedLog` reads the servers' logs as they grow: each consumer logs, when its thread ends, the
+offsets it held and the stamps of its first and last fetch that returned rows
+(`tables.server.consumer.CONSUMED_LINE`); it keeps one `Consumed` per server and segment.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import subprocess
-import threading
-import time
-import urllib.request
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.chaos_stack import SCHEMA, ChaosStack
 from tables.cluster import context
 from tables.controller.resources import ResourceManager
-from tables.domain.segment_metadata import START_OFFSET
 from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisTopicAdmin
-from tables.zk.records import read_record
 from tests.cluster_fixtures import load
-from tests.ingest_cluster import HOST, table_config
+from tests.ingest_cluster import table_config
 
-__all__ = ["FreshnessStack", "Key", "Sample", "Sampler", "StartOffsets", "create_table"]
+__all__ = ["Consumed", "ConsumedLog", "FreshnessStack", "create_table"]
 
 
 class FreshnessStack(ChaosStack):
@@ -73,8 +68,8 @@ class FreshnessStack(ChaosStack):
             if name.startswith("producer") and proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
 
-    def admin_port(self, index: int) -> int:
-        return self.server_ports[f"server{index}"]
+    def server_log(self, index: int) -> Path:
+        return self.log_dir / f"{self.log_prefix}-server{index}.log"
 
 
 def create_table(name: str, topic: str, partitions: int, flush_rows: int, pauseless: bool) -> str:
@@ -99,123 +94,47 @@ def create_table(name: str, topic: str, partitions: int, flush_rows: int, pausel
     return f"{name}_REALTIME"
 
 
-class StartOffsets:
-    """(table, segment) -> the segment's start offset in ZooKeeper, read once (thread-safe)."""
+# --- what the consumers logged ----------------------------------------------------------------
 
-    def __init__(self) -> None:
-        self._known: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
-
-    def get(self, table: str, segment: str) -> int | None:
-        key = (table, segment)
-        with self._lock:
-            if key in self._known:
-                return self._known[key]
-        ctx = context.current()
-        found = read_record(ctx.client, ctx.paths.segment(table, segment))
-        raw = found.record.simple_fields.get(START_OFFSET) if found is not None else None
-        if raw is None or not raw.isdigit():
-            return None
-        with self._lock:
-            self._known[key] = int(raw)
-        return int(raw)
+_CONSUMED = re.compile(
+    r"tables\.server\.consumer: (\S+): consumed offsets \[(\d+), (\d+)\) \((\d+) rows\): "
+    r"rows fetched from (\d+) to (\d+) ms"
+)
 
 
-# --- sampling the servers ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Consumed:
+    """One consumer's line: offsets [start, end) and its first and last fetch with rows."""
+
+    server: int
+    segment: str
+    start: int
+    end: int
+    first_ms: int
+    last_ms: int
 
 
-@dataclass
-class Sample:
-    sent_ms: float  # bench clock before the first request that saw this state
-    seen_ms: float  # ... before the latest request that still saw it
-    offsets: dict[str, int]  # segment -> its consumer's current offset
-    consumed_ms: int  # the partition's lastConsumedTimestamp (server clock)
+class ConsumedLog:
+    """The `Consumed` lines of the stack's servers, read incrementally (complete lines only)."""
 
+    def __init__(self, stack: FreshnessStack) -> None:
+        self.stack = stack
+        self.found: dict[tuple[int, str], Consumed] = {}
+        self._read = [0, 0, 0]  # bytes of each server's log read so far
 
-Key = tuple[int, str, int]  # (server index, table, partition)
-
-
-class Sampler:
-    """One thread per server polling consumingSegmentsInfo (see bench/freshness.py): every
-    `fast_ms` while a partition of the table on that server is near a commit, else `slow_ms`."""
-
-    def __init__(
-        self,
-        stack: FreshnessStack,
-        tables: list[str],
-        starts: StartOffsets,
-        flush_rows: int,
-        intervals_ms: tuple[float, float],
-    ) -> None:
-        self.stack, self.tables, self.starts = stack, tables, starts
-        self.flush_rows, (self.fast_ms, self.slow_ms) = flush_rows, intervals_ms
-        self.series: dict[Key, list[Sample]] = defaultdict(list)
-        self.known: dict[tuple[int, str], set[int]] = defaultdict(set)
-        self.lead_rows = stack.rate / stack.partitions * 0.5  # 0.5 s of a partition's rows
-        self.requests = self.failures = 0
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._loop, args=(i,), name=f"sampler{i}", daemon=True)
-            for i in range(3)
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
-
-    def _loop(self, index: int) -> None:
-        due = dict.fromkeys(self.tables, 0.0)
-        while not self._stop.is_set():
-            for table in self.tables:
-                if time.monotonic() >= due[table]:
-                    fast = self._sample(index, table)
-                    due[table] = time.monotonic() + (self.fast_ms if fast else self.slow_ms) / 1000
-            self._stop.wait(max(min(due.values()) - time.monotonic(), 0.0))
-
-    def _get(self, index: int, table: str) -> list[dict] | None:
-        url = f"http://{HOST}:{self.stack.admin_port(index)}/tables/{table}/consumingSegmentsInfo"
-        self.requests += 1
-        try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                return json.loads(reply.read())
-        except (OSError, ValueError):
-            self.failures += 1
-            return None
-
-    def _sample(self, index: int, table: str) -> bool:
-        """One request; True when a partition of `table` on this server is near a commit."""
-        sent = time.time() * 1000
-        items = self._get(index, table)
-        if items is None:
-            return False
-        parts: dict[int, tuple[dict[str, int], int]] = {}
-        for item in items:
-            for partition, offset in item["partitionToOffsetMap"].items():
-                offsets, consumed = parts.get(int(partition), ({}, 0))
-                offsets[item["segmentName"]] = int(offset)
-                parts[int(partition)] = (offsets, max(consumed, item["lastConsumedTimestamp"]))
-        known = self.known[(index, table)]
-        fast = bool(known - set(parts))
-        for partition, (offsets, consumed) in parts.items():
-            known.add(partition)
-            self._record((index, table, partition), sent, offsets, consumed)
-            fast = fast or any(self._near(table, s, o) for s, o in offsets.items())
-        return fast
-
-    def _near(self, table: str, segment: str, offset: int) -> bool:
-        start = self.starts.get(table, segment)
-        return (
-            start is None or offset == start or offset - start >= self.flush_rows - self.lead_rows
-        )
-
-    def _record(self, key: Key, sent: float, offsets: dict[str, int], consumed: int) -> None:
-        series = self.series[key]
-        if series and series[-1].offsets == offsets and series[-1].consumed_ms == consumed:
-            series[-1].seen_ms = sent
-        else:
-            series.append(Sample(sent, sent, offsets, consumed))
+    def update(self) -> None:
+        for index in range(3):
+            path = self.stack.server_log(index)
+            if not path.exists():
+                continue
+            with path.open("rb") as handle:
+                handle.seek(self._read[index])
+                chunk = handle.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._read[index] += len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                match = _CONSUMED.search(line)
+                if match:
+                    segment, start, end, _, first, last = match.groups()
+                    item = Consumed(index, segment, int(start), int(end), int(first), int(last))
+                    self.found[(index, segment)] = item

@@ -41,6 +41,10 @@ Contract:
   a backlog stays unread for as long as a test needs (readiness during catch-up).
 - `latest_at_start` is the stream's latest offset read when the thread starts (None when the
   stream could not be read then), the target of the server's readiness catch-up check.
+- When the thread ends, a consumer that read rows logs one INFO line (`CONSUMED_LINE`): the
+  segment, the offsets it held `[start, next)`, and the wall-clock stamps (epoch ms) of its first
+  and last fetch that returned rows. `bench/freshness.py` measures the gap at a commit from them;
+  an operator reads how long a segment took to fill.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ FETCH_LOG_EVERY_S = 60.0
 HELD_POLL_S = 0.1  # how often a consumer held by fault injection looks again
 _RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
 _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
+# segment, start offset, next offset, rows, first and last fetch with rows (epoch ms), end phase
+CONSUMED_LINE = "%s: consumed offsets [%d, %d) (%d rows): rows fetched from %d to %d ms, ended %s"
 
 
 class Phase(StrEnum):
@@ -193,6 +199,8 @@ class SegmentConsumer:
         self.offsets = array("q")
         self.values: list[bytes] = []
         self._fetched = False
+        self.first_rows_ms: int | None = None  # wall time of the first fetch that returned rows
+        self.last_rows_ms: int | None = None  # ... and of the latest one
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
@@ -301,8 +309,23 @@ class SegmentConsumer:
                 self.phase = Phase.STOPPED
             if self.stats.segment == self.spec.segment:
                 self.stats.consuming = False
+            self._log_consumed()
             self.offsets = array("q")
             self.values = []
+
+    def _log_consumed(self) -> None:
+        if self.first_rows_ms is None or self.last_rows_ms is None:
+            return
+        log.info(
+            CONSUMED_LINE,
+            self.spec.segment,
+            self.spec.start_offset,
+            self.next_offset,
+            self.rows,
+            self.first_rows_ms,
+            self.last_rows_ms,
+            self.phase,
+        )
 
     def _consume(self, until: int | None, deadline: float | None = None) -> str | None:
         """Read until the end criteria (`until` None) or up to offset `until`; returns the end
@@ -397,7 +420,9 @@ class SegmentConsumer:
         if batch.messages:
             stats.rows_consumed += len(batch.messages)
             stats.last_message_ms = batch.messages[-1].timestamp_ms
-            stats.last_consumed_ms = self.now_ms()
+            stats.last_consumed_ms = self.last_rows_ms = self.now_ms()
+            if self.first_rows_ms is None:
+                self.first_rows_ms = self.last_rows_ms
         self.next_offset = batch.next_offset
         if stats.segment == self.spec.segment:
             stats.current_offset = self.next_offset

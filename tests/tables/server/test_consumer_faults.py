@@ -126,3 +126,26 @@ def test_offsets_trimmed_before_they_were_read_are_recorded_as_exact_ranges(topi
     finally:
         consumer.stop()
         consumer.join(5)
+
+
+def test_an_ended_consumer_logs_its_offsets_and_first_and_last_fetch_with_rows(topic, caplog):
+    admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
+    stream = GatedStream(topic)
+    consumer = _consumer(topic, RecordingClient(), stream)
+    now = [1.0]
+    consumer.clock = lambda: now[0]
+    consumer.start()
+    try:
+        _step(stream, consumer, 2)  # the `topic` fixture's row, fetched at 1.000 s
+        now[0] = 2.25  # meanwhile only empty fetches (no permit): they stamp nothing
+        admin.produce(topic, 0, [b"{}"] * 3, now_ms=0)  # offsets 2..4
+        _step(stream, consumer, 5)
+    finally:
+        with caplog.at_level("INFO", logger="tables.server.consumer"):
+            consumer.stop()
+            consumer.join(5)
+    lines = [r.getMessage() for r in caplog.records if "consumed offsets" in r.getMessage()]
+    assert lines == [
+        "t__0__0__20240501T1030Z: consumed offsets [1, 5) (4 rows): rows fetched from 1000 to "
+        "2250 ms, ended STOPPED"
+    ]
