@@ -1,14 +1,14 @@
 // The errors page's Reset (operators): POST /segments/<t>/<segment>/reset (Pinot's reset: every
 // replica that is not OFFLINE gets a STATE_TRANSITION to OFFLINE, then follows the IdealState
 // back). The first click arms the button ("Confirm reset?"), a second within 5 s sends it, with
-// the CSRF token and X-Console-Page: 1 (audited as from the page). The answer (the instances
+// the CSRF token and X-Console-Page: 1 (audited as from the page; both through
+// static/console/actions.js). The answer (the instances
 // messaged, or why nothing was sent, or the refusal) shows in the row, which is then fetched
 // again from the page; answers survive the page's auto-refresh.
 (function () {
   "use strict";
   const tokenInput = document.querySelector("#reset-csrf input[name=csrfmiddlewaretoken]");
   const answers = new Map(); // "<table>/<segment>" -> {text, ok}
-  const ARM_MS = 5000;
 
   function key(row) {
     return row.dataset.table + "/" + row.dataset.segment;
@@ -64,16 +64,8 @@
     button.textContent = "Resetting…";
     let answer;
     try {
-      const resp = await fetch(button.dataset.resetUrl, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: {
-          "X-CSRFToken": tokenInput ? tokenInput.value : "",
-          "X-Console-Page": "1",
-          Accept: "application/json",
-        },
-      });
-      const body = await resp.json().catch(function () { return {}; });
+      const resp = await window.ConsoleActions.post(button.dataset.resetUrl, tokenInput);
+      const body = resp.body;
       answer = resp.ok
         ? {text: describe(body), ok: true}
         : {text: "refused: " + (body.error || body.detail || "HTTP " + resp.status), ok: false};
@@ -82,7 +74,7 @@
     }
     answers.set(table + "/" + segment, answer);
     button.disabled = false;
-    showArmed(button);
+    buttons.refresh();
     showAnswer(row);
     try {
       await reloadRow(table, segment);
@@ -91,37 +83,16 @@
     }
   }
 
-  // The armed row is kept here, not on the button: the page's auto-refresh may swap the row
-  // between the two clicks.
-  let armed = {key: "", until: 0};
-
-  function showArmed(button) {
-    const on = armed.key === key(button.closest("tr")) && Date.now() < armed.until;
-    if (button.disabled) return;
-    button.textContent = on ? "Confirm reset?" : "Reset";
-    button.classList.toggle("danger", on);
-    if (on) button.dataset.armed = "true";
-    else delete button.dataset.armed;
-  }
-
-  document.addEventListener("click", function (event) {
-    const button = event.target.closest(".reset-button");
-    if (!button || button.disabled) return;
-    const row = button.closest("tr");
-    if (armed.key !== key(row) || Date.now() >= armed.until) {
-      armed = {key: key(row), until: Date.now() + ARM_MS};
-      document.querySelectorAll(".reset-button").forEach(showArmed);
-      setTimeout(function () {
-        document.querySelectorAll(".reset-button").forEach(showArmed);
-      }, ARM_MS + 50);
-      return;
-    }
-    armed = {key: "", until: 0};
-    reset(button);
+  const buttons = window.ConsoleActions.twoClick({
+    selector: ".reset-button",
+    keyOf: function (button) { return key(button.closest("tr")); },
+    idle: "Reset",
+    confirm: "Confirm reset?",
+    run: reset,
   });
 
   document.addEventListener("console:refreshed", function () {
     document.querySelectorAll("#error-segments tr[data-segment]").forEach(showAnswer);
-    document.querySelectorAll(".reset-button").forEach(showArmed);
+    buttons.refresh();
   });
 })();

@@ -2,8 +2,9 @@
 // - Re-ingest (operators), on a COMMITTING segment of the "Committing / missing download URL"
 //   section: the first click arms the button ("Confirm re-ingest?"), a second within 5 s posts
 //   /api/v1/tables/<t>/segments/<segment>/reingest with the CSRF token and X-Console-Page: 1
-//   (audited as from the page). The server's answer shows in the row: the job id and the server,
-//   or the refusal with the server's message. Answers survive the page's auto-refresh.
+//   (audited as from the page; both through static/console/actions.js). The server's answer shows
+//   in the row: the job id and the server, or the refusal with the server's message. Answers
+//   survive the page's auto-refresh.
 // - "Running on the table's servers": GET /api/v1/tables/<t>/reingestJobs every few seconds while
 //   the tab is visible (and at once after a Re-ingest), one row per running job with its elapsed
 //   time ticking; servers that did not answer are named in the status line.
@@ -14,9 +15,7 @@
   const tokenInput = document.querySelector("#reingest-csrf input[name=csrfmiddlewaretoken]");
   const jobsUrl = section.dataset.jobsUrl;
   const answers = new Map(); // segment -> {text, ok}
-  const ARM_MS = 5000;
   const POLL_MS = 3000;
-  let armed = {segment: "", until: 0};
   let jobs = [];
   let fetchedAt = 0;
 
@@ -30,36 +29,14 @@
     row.dataset.reingestState = answer.ok ? "started" : "refused";
   }
 
-  function showArmed(button) {
-    if (button.disabled) return;
-    const on = armed.segment === button.closest("tr").dataset.segment && Date.now() < armed.until;
-    button.textContent = on ? "Confirm re-ingest?" : "Re-ingest";
-    button.classList.toggle("danger", on);
-    if (on) button.dataset.armed = "true";
-    else delete button.dataset.armed;
-  }
-
-  function allButtons() {
-    return document.querySelectorAll(".reingest-button");
-  }
-
   async function reingest(button) {
-    const row = button.closest("tr");
-    const segment = row.dataset.segment;
+    const segment = button.closest("tr").dataset.segment;
     button.disabled = true;
     button.textContent = "Asking…";
     let answer;
     try {
-      const resp = await fetch(button.dataset.reingestUrl, {
-        method: "POST",
-        credentials: "same-origin",
-        headers: {
-          "X-CSRFToken": tokenInput ? tokenInput.value : "",
-          "X-Console-Page": "1",
-          Accept: "application/json",
-        },
-      });
-      const body = await resp.json().catch(function () { return {}; });
+      const resp = await window.ConsoleActions.post(button.dataset.reingestUrl, tokenInput);
+      const body = resp.body;
       answer = resp.ok
         ? {text: "job " + body.jobId + " started on " + body.server, ok: true}
         : {text: "refused (HTTP " + resp.status + "): " + (body.error || body.detail || "no reason given"), ok: false};
@@ -70,27 +47,21 @@
     button.disabled = false;
     const current = document.querySelector('#deep-store-segments tr[data-segment="' + CSS.escape(segment) + '"]');
     if (current) showAnswer(current);
-    allButtons().forEach(showArmed);
+    buttons.refresh();
     pollJobs();
   }
 
-  document.addEventListener("click", function (event) {
-    const button = event.target.closest(".reingest-button");
-    if (!button || button.disabled) return;
-    const segment = button.closest("tr").dataset.segment;
-    if (armed.segment !== segment || Date.now() >= armed.until) {
-      armed = {segment: segment, until: Date.now() + ARM_MS};
-      allButtons().forEach(showArmed);
-      setTimeout(function () { allButtons().forEach(showArmed); }, ARM_MS + 50);
-      return;
-    }
-    armed = {segment: "", until: 0};
-    reingest(button);
+  const buttons = window.ConsoleActions.twoClick({
+    selector: ".reingest-button",
+    keyOf: function (button) { return button.closest("tr").dataset.segment; },
+    idle: "Re-ingest",
+    confirm: "Confirm re-ingest?",
+    run: reingest,
   });
 
   document.addEventListener("console:refreshed", function () {
     document.querySelectorAll("#deep-store-segments tr[data-segment]").forEach(showAnswer);
-    allButtons().forEach(showArmed);
+    buttons.refresh();
   });
 
   // --- the running jobs ---------------------------------------------------------------------

@@ -46,7 +46,8 @@ from tables.domain.znrecord import ZNRecord
 from tables.zk import codec
 from tables.zk.election import LeaderElection
 from tables.zk.errors import BadVersion, NodeExists, NoNode
-from tables.zk.records import create_record, read_record, update_record, write_record
+from tables.zk.group_commit import update_idealstate
+from tables.zk.records import create_record, read_record, write_record
 from tables.zk.watches import children_watched, read_watched
 
 from .lead_follower import history_path, participant_history
@@ -294,7 +295,7 @@ def set_rebalance_delay(ctx: ClusterContext, delay_ms: int) -> None:
         record.simple_fields["REBALANCE_DELAY"] = wanted
         return record
 
-    update_record(ctx.client, ctx.paths.idealstate(LEAD_CONTROLLER_RESOURCE), put)
+    update_idealstate(ctx.client, ctx.paths.idealstate(LEAD_CONTROLLER_RESOURCE), put)
 
 
 def _int(text: str | None) -> int | None:

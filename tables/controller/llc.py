@@ -75,6 +75,7 @@ from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
 from tables.streams.base import StreamError, provider_for
 from tables.zk.errors import NodeExists, NoNode
+from tables.zk.group_commit import update_idealstate
 from tables.zk.interface import ZkStore
 from tables.zk.records import create_record, read_record, update_record
 
@@ -455,7 +456,7 @@ class LLCSegmentManager:
             added["value"] = result.next_segment_added
             return result.idealstate
 
-        update_record(self.zk, self.paths.idealstate(config.table_name_with_type), change)
+        update_idealstate(self.zk, self.paths.idealstate(config.table_name_with_type), change)
         return added.get("value", False)
 
     def _drop_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
@@ -497,7 +498,7 @@ class LLCSegmentManager:
             out.map_fields[segment] = {**replicas, instance: InstanceState.OFFLINE}
             return out
 
-        update_record(self.zk, self.paths.idealstate(table), stop)
+        update_idealstate(self.zk, self.paths.idealstate(table), stop)
         # Pinot then resets the replica (best effort), so the server leaves ERROR for OFFLINE and
         # a later repair (a new segment, or the partial-OFFLINE switch) finds it ready to consume.
         try:

@@ -44,7 +44,8 @@ from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
 from tables.streams.base import StreamError, provider_for
 from tables.zk.errors import LockTimeout, NodeExists, NoNode
-from tables.zk.records import create_record, read_record, update_record
+from tables.zk.group_commit import update_idealstate
+from tables.zk.records import create_record, read_record
 
 from .force_commit import BatchConfig, ForceCommitManager, ForceCommitResult, parse_partitions
 from .llc import flush_updater
@@ -125,7 +126,7 @@ class PauseManager:
                 written["value"] = new is not None
                 return new
 
-            after = update_record(self.zk, self.paths.idealstate(table), mutate).record
+            after = update_idealstate(self.zk, self.paths.idealstate(table), mutate).record
             commit = None
             if written["value"]:
                 commit = self._commit_paused(table, after, wanted, batch or BatchConfig())
@@ -239,7 +240,7 @@ class PauseManager:
             # A table-level resume consumes the note of a topic swap (`plan_resume` read it).
             return domain.without_stream_change(out) if clear_flags and wanted is None else out
 
-        after = update_record(self.zk, path, mutate).record
+        after = update_idealstate(self.zk, path, mutate).record
         for segment in created - {s.segment for s in used}:
             if segment not in after.map_fields:
                 with contextlib.suppress(NoNode):

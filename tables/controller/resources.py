@@ -34,6 +34,7 @@ from tables.streams.base import StreamError, provider_for
 from tables.zk import codec
 from tables.zk.cluster import BROKER_RESOURCE, is_initialised
 from tables.zk.errors import BadVersion, NodeExists, NoNode, NotEmpty
+from tables.zk.group_commit import update_idealstate
 from tables.zk.records import read_record, update_record
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ class ResourceManager(ClusterReader):
             return out
 
         if self.zk.exists(self.paths.idealstate(BROKER_RESOURCE)) is not None:
-            update_record(self.zk, self.paths.idealstate(BROKER_RESOURCE), drop_broker_entry)
+            update_idealstate(self.zk, self.paths.idealstate(BROKER_RESOURCE), drop_broker_entry)
         if deep_store is not None:
             deep_store.delete_table(raw_table_name(table))
         return table

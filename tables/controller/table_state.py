@@ -2,8 +2,8 @@
 
 Contract:
 - Disabling sets the table's IdealState simpleField `HELIX_ENABLED` to "false", enabling to
-  "true", by compare-and-set (`update_record`, retried on a version conflict); nothing else of the
-  IdealState changes, and a table already in the wanted state is not written at all.
+  "true", by compare-and-set (`update_idealstate`, retried on a version conflict); nothing else
+  of the IdealState changes, and a table already in the wanted state is not written at all.
 - What follows is the servers' (Helix's rule, `tables.domain.helix_enabled`): every replica of a
   disabled table goes OFFLINE (a consumer stops without committing, the ExternalView shows
   OFFLINE); on enable they follow the IdealState again (CONSUMING segments consume again from
@@ -18,7 +18,7 @@ from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
 from tables.domain.helix_enabled import is_enabled, with_enabled
 from tables.zk.errors import NoNode
-from tables.zk.records import update_record
+from tables.zk.group_commit import update_idealstate
 
 __all__ = ["set_table_enabled"]
 
@@ -27,7 +27,7 @@ def set_table_enabled(ctx: ClusterContext, name: str, enabled: bool) -> str:
     """Set the table's HELIX_ENABLED; returns the table's name with type."""
     table = ClusterReader(ctx).table_name(name)
     try:
-        result = update_record(
+        result = update_idealstate(
             ctx.client, ctx.paths.idealstate(table), lambda record: with_enabled(record, enabled)
         )
     except NoNode:

@@ -63,7 +63,6 @@ from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
-from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_states import SegmentState, next_step
 from tables.domain.table_config import TableConfig
@@ -86,6 +85,7 @@ from .messages import MessageHandler
 from .peer import SegmentFetch
 from .protocol import CompletionClient, LeaderLocator
 from .replica import Replica, WaitingFor
+from .specs import consuming_spec
 
 __all__ = ["TRANSITION_THREADS", "Replica", "ServerInstance", "WaitingFor"]
 
@@ -93,7 +93,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TAG = "DefaultTenant_REALTIME"
 STATE_MODEL = "SegmentOnlineOfflineStateModel"
-DEFAULT_THRESHOLD_ROWS = 100_000
 STOP_JOIN_S = 30.0
 RECONCILE_BACKOFF_CAP_S = 10.0
 TRANSITION_BACKOFF_CAP_S = 60.0
@@ -489,21 +488,7 @@ class ServerInstance:
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
         resources = ClusterReader(self.ctx())
         config = resources.get_table_config(table)
-        meta = resources.segment_metadata(table, segment)
-        name = LLCSegmentName.parse(segment)
-        if name is None or meta.start_offset is None:
-            raise ValueError(f"{segment} is not a consuming LLC segment")
-        spec = ConsumingSegment(
-            table=table,
-            segment=segment,
-            topic=config.topic_name or "",
-            partition=name.partition_group_id,
-            start_offset=int(meta.start_offset),
-            threshold_rows=meta.flush_threshold_size or DEFAULT_THRESHOLD_ROWS,
-            window_ms=flush_threshold_time_ms(config.stream_config),
-            creation_ms=meta.creation_time or name.creation_time_ms,
-            pauseless=config.pauseless_enabled,
-        )
+        spec = consuming_spec(table, segment, config, resources.segment_metadata(table, segment))
         consumer = SegmentConsumer(
             spec,
             self._provider(table, config),

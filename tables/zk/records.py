@@ -2,7 +2,9 @@
 
 `update_record` is `tables.zk.store.update` at the ZNRecord level: `mutate` gets a copy of the
 current record and returns the new one (or None for "no change"); it may run several times under
-contention, so it must not have side effects.
+contention, so it must not have side effects. The controller's IdealState writes use
+`tables.zk.group_commit.update_idealstate` instead: the same contract, with the concurrent calls of
+one process batched into one compare-and-set write.
 """
 
 from __future__ import annotations
