@@ -19,11 +19,18 @@ Contract:
   nothing; a blank location (empty or whitespace: no copy anywhere that the committer knows of)
   commits with download URL "" too and adds 1 to the table's durable counter
   `segmentMissingDeepStoreLink` (Pinot's meter, raw table; a `peer://` one is not blank, as in
-  Pinot); an object elsewhere in the deep store is moved to the segment's final key, and the
-  download URL becomes `<vip>/segments/<raw>/<segment>`. Uploads of other attempts
-  (`<segment>.tmp.*`, e.g. from a committer that died) are deleted then (not for `peer://` or
-  blank locations). A DONE segment with download URL "" is the healer's to upload
-  (`tables.controller.deep_store_repair`).
+  Pinot); an object elsewhere in the deep store is moved to the segment's final key inside the
+  store (`DeepStore.move`: a rename, or a server-side copy then delete), and the download URL
+  becomes `<vip>/segments/<raw>/<segment>`. The controller never downloads the segment: what
+  the metadata needs comes with the request (CRC from creation.meta, docs and times from
+  metadata.properties, the size from `segmentSizeBytes`). The move happens before any ZooKeeper
+  write, so a DONE segment's object always exists; a crash after the move leaves the final
+  object without DONE metadata, which the next commit of the segment replaces. When the move
+  fails (the upload gone, or an error) but the final object's creation.meta holds this commit's
+  CRC (a move whose reply was lost, a retried commit end), the move counts as done (only the
+  tar's first blocks are read). Uploads of other attempts (`<segment>.tmp.*`, e.g. from a
+  committer that died) are deleted then (not for `peer://` or blank locations). A DONE segment
+  with download URL "" is the healer's to upload (`tables.controller.deep_store_repair`).
 - Commit end's optional `streamDataLoss` ("s-e,s-e": offsets the committer's consumer found
   gone from the stream) must parse (`tables.domain.ledger.parse_offset_ranges`) and end at or
   before the call's offset, else the call answers FAILED before anything is looked up; the ranges
@@ -46,10 +53,9 @@ Contract:
 from __future__ import annotations
 
 import logging
-import tempfile
+import tarfile
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from urllib.parse import quote
 
 from django.db import DatabaseError
@@ -64,7 +70,7 @@ from tables.domain.names import LLCSegmentName, table_name_with_type
 from tables.domain.segment_metadata import SegmentStatus
 from tables.models import DurableCounter
 from tables.segments.deepstore import DeepStore
-from tables.segments.segment_format import parse_properties, unpack_creation_meta
+from tables.segments.segment_format import CREATION_META, parse_properties, unpack_creation_meta
 
 from .completion_trust import CallerCheck, CallRefused
 from .llc import CommittingSegment, LLCSegmentManager
@@ -108,7 +114,9 @@ class _Actions:
         meta = self.files.metadata
         if not location.strip():
             _count_missing_link(self.table, self.segment)
-        download_url = self.manager.commit_segment_file(self.table, self.segment, location)
+        download_url = self.manager.commit_segment_file(
+            self.table, self.segment, location, self.files.crc
+        )
         return CommittingSegment(
             segment_name=self.segment,
             end_offset=offset,
@@ -363,9 +371,13 @@ class CompletionManager:
             self._fsms[segment] = entry
             return entry
 
-    def commit_segment_file(self, table: str, segment: str, location: str) -> str:
+    def commit_segment_file(
+        self, table: str, segment: str, location: str, crc: int | None = None
+    ) -> str:
         """Pinot's commitSegmentFile: the committed segment's download URL ("" for a `peer://`
-        or blank location)."""
+        or blank location). The upload is moved inside the deep store (`DeepStore.move`), never
+        downloaded; when it is gone but the final object holds the commit's `crc` (a move that
+        happened although its reply was lost, or a retried commit end), the move is done."""
         if location.startswith(PEER_SCHEME) or not location.strip():
             return ""
         raw = table.removesuffix("_REALTIME")
@@ -373,16 +385,43 @@ class CompletionManager:
         final = store.segment_key(raw, segment)
         if location != store.uri_for(final):
             source = store.key_for_uri(location)
-            if source is None or not store.exists(source):
+            if source is None:
                 raise ValueError(f"segment location {location} is not in the deep store")
-            with tempfile.TemporaryDirectory(prefix="commit-") as tmp:
-                local = store.download(source, Path(tmp) / "segment.tar.gz")
-                store.publish(local, final)
-            store.delete(source)
+            self._move_upload(store, source, final, crc)
         stale = store.delete_uploads(raw, segment)
         if stale:
             log.info("%s: removed %d upload(s) of other attempts: %s", segment, len(stale), stale)
         return f"{self.vip_url}/segments/{quote(raw)}/{quote(segment)}"
+
+    @staticmethod
+    def _move_upload(store: DeepStore, source: str, final: str, crc: int | None) -> None:
+        """The upload to the final key. When the move fails (no upload, or an error) the final
+        object holding this commit's `crc` means the move happened (its reply lost, or a
+        retried commit end); else the failure is raised (ValueError for a missing upload)."""
+        try:
+            store.move(source, final)
+            return
+        except FileNotFoundError:
+            failure: Exception = ValueError(f"segment upload {source} is not in the deep store")
+        except Exception as exc:
+            failure = exc
+        if crc is None or stored_crc(store, final) != crc:
+            raise failure
+        log.info("%s: %s already holds CRC %d (moved before); %s", source, final, crc, failure)
+
+
+def stored_crc(store: DeepStore, key: str) -> int | None:
+    """The CRC in the `creation.meta` of the segment tar at `key` (the tar's first file: only
+    its first blocks are read); None when there is no such object or it is not a segment."""
+    try:
+        with store.open_read(key) as stream, tarfile.open(fileobj=stream, mode="r|gz") as tar:
+            for member in tar:
+                if member.isfile() and member.name.rsplit("/", 1)[-1] == CREATION_META:
+                    handle = tar.extractfile(member)
+                    return None if handle is None else unpack_creation_meta(handle.read())[0]
+    except (OSError, tarfile.TarError, ValueError, EOFError):
+        return None
+    return None
 
 
 _installed: CompletionManager | None = None

@@ -39,13 +39,11 @@ from __future__ import annotations
 import json
 import logging
 import random
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -339,12 +337,10 @@ class DeepStoreRepairer:
 
 def _move(store: DeepStore, source: str, final: str) -> None:
     """The upload to the segment's final key (`_Failed` when it is not there)."""
-    if not store.exists(source):
-        raise _Failed(f"the upload {source} is not in the deep store")
-    with tempfile.TemporaryDirectory(prefix="deep-store-repair-") as tmp:
-        local = store.download(source, Path(tmp) / "segment.tar.gz")
-        store.publish(local, final)
-    store.delete(source)
+    try:
+        store.move(source, final)  # inside the deep store: no download
+    except FileNotFoundError:
+        raise _Failed(f"the upload {source} is not in the deep store") from None
 
 
 def _quietly_delete(store: DeepStore, key: str) -> None:

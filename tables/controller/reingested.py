@@ -28,10 +28,8 @@ figure covers every controller process and forgets one that died mid-call.
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 from tables.cluster.context import ClusterContext
@@ -117,10 +115,7 @@ def _move_to_final(store: DeepStore, raw: str, segment: str, uri: str) -> int:
     if source is None or not store.exists(source):
         raise ReingestRefused(400, f"{DOWNLOAD_URI} {uri} is not in the deep store")
     if source != final:
-        with tempfile.TemporaryDirectory(prefix="reingested-") as tmp:
-            local = store.download(source, Path(tmp) / "segment.tar.gz")
-            store.publish(local, final)
-        store.delete(source)
+        store.move(source, final)  # inside the deep store: no download
     return store.size(final)
 
 

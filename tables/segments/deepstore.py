@@ -22,11 +22,28 @@ Atomic publish. `publish(local_file, key)` never leaves a partial object at `key
   straight to its key.
 Publishing the same key again replaces the object; readers see the old or the new bytes, never a
 mix.
+
+Moves inside the store. `move(source, key)` puts the object at `source` under `key` without the
+bytes leaving the store (a committer's upload, a commit end's final name), atomic at the
+destination as publish is, and replacing an object already at `key`:
+- local: `os.replace` (one rename: the object is at `source` or at `key`, never both, never
+  neither), then both directories are fsynced; across file systems (EXDEV) an atomic publish of
+  the source, then its removal;
+- S3 (and other object stores): a server-side copy (CopyObject, or a multipart copy past 5 GB,
+  visible only when complete), then the source is deleted. A crash between the two leaves both
+  objects whole; a delete that fails after the copy is logged and the source left to the callers'
+  clean-up (the committer's hand-over removal, commit end's `delete_uploads`, the healer's upload
+  sweep): the move has happened at the destination.
+A missing source raises FileNotFoundError and changes nothing. A move is not idempotent by
+itself (a retry after a move whose reply was lost finds no source): callers that may retry check
+the destination (the controller's commit end compares the stored segment's CRC).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import shutil
 import time
@@ -37,6 +54,8 @@ from typing import IO, Any
 from urllib.parse import unquote, urlparse
 
 __all__ = ["TMP_MARKER", "DeepStore"]
+
+log = logging.getLogger(__name__)
 
 TMP_MARKER = ".tmp-"
 _TYPE_SUFFIXES = ("_REALTIME", "_OFFLINE")
@@ -157,6 +176,54 @@ class DeepStore:
             raise
         self._fsync_dir(target.parent)
         return self.uri_for(key)
+
+    def move(self, source: str, key: str) -> str:
+        """Move the object at `source` to `key` inside the store (see the module docstring);
+        returns the URI of `key`. FileNotFoundError when `source` is absent."""
+        if source == key:
+            if not self.exists(key):
+                raise FileNotFoundError(self.path_for(key))
+            return self.uri_for(key)
+        if self.is_local:
+            self._move_local(Path(self.path_for(source)), Path(self.path_for(key)), key)
+        else:
+            self._move_remote(self.path_for(source), self.path_for(key))
+        return self.uri_for(key)
+
+    def _move_local(self, source: Path, target: Path, key: str) -> None:
+        if not source.is_file():
+            raise FileNotFoundError(str(source))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._rename(source, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self.publish(source, key)  # another file system under the root: copy atomically
+            source.unlink()
+        self._fsync_dir(target.parent)
+        if source.parent != target.parent:
+            self._fsync_dir(source.parent)
+
+    def _move_remote(self, source: str, target: str) -> None:
+        self._copy_within(source, target)  # FileNotFoundError when the source is absent
+        try:
+            self.fs.rm_file(source)
+        except FileNotFoundError:
+            pass
+        except Exception:
+            log.warning(
+                "moved %s to %s but cannot delete the source", source, target, exc_info=True
+            )
+
+    def _copy_within(self, source: str, target: str) -> None:
+        """The server-side copy of a remote move (a seam for crash tests)."""
+        self.fs.cp_file(source, target)
+
+    @staticmethod
+    def _rename(source: Path, target: Path) -> None:
+        """The rename of a local move (a seam for crash tests)."""
+        source.replace(target)  # os.replace: atomic on POSIX
 
     @staticmethod
     def _replace(temporary: Path, target: Path) -> None:

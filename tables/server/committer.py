@@ -14,11 +14,14 @@ Contract, for the replica the controller answered COMMIT (blocking mode, the def
 4. The committer keeps its own copy: the built tar goes into its local segment store
    (`LocalSegments.path`, where the replica's ONLINE transition then finds it), so it can serve
    the segment to peers (`tables.server.peer`).
-5. The upload (Pinot's `PinotFSSegmentUploader`): the committer publishes its local copy to the
-   deep store at `<raw>/<segment>.tmp.<uuid>` (`DeepStore.publish`, atomic). "The upload failed"
-   means exactly that publish raised (the deep store unreachable, full, refusing the write, ...)
-   or the fault point below tripped; the build's hand-over having worked does not make the
-   upload safe, as Pinot's local build does not make its upload safe. A failed build is a build
+5. The upload (Pinot's `PinotFSSegmentUploader`): the committer moves the build's hand-over to
+   its upload key `<raw>/<segment>.tmp.<uuid>` inside the deep store (`DeepStore.move`: a rename,
+   or a server-side copy then delete; atomic at the destination as a publish is), so the bytes
+   the store already has are not sent again: they are the very bytes of the local copy (step 4
+   read them from the hand-over, whose key no other attempt uses). "The upload failed" means
+   exactly that this move raised (the deep store unreachable, full, refusing the write, ...) or
+   the fault point below tripped; the build's hand-over having worked does not make the upload
+   safe, as Pinot's local build does not make its upload safe. A failed build is a build
    failure, not an upload failure: there is no copy, and the commit fails.
    - upload done: `location` = the upload's URI;
    - upload failed and the table has `segmentsConfig.peerSegmentDownloadScheme`: `location` =
@@ -32,10 +35,10 @@ Contract, for the replica the controller answered COMMIT (blocking mode, the def
    "s-e,s-e" (`tables.domain.ledger`), which the controller writes into the committed segment's
    metadata.
 Anything else is a failed commit: `commit` returns False and the consumer asks again. The staging
-file and the hand-over are always removed; the upload is removed when the controller clearly
-refused it (an upload left by a lost reply is the controller's or the healer's to clean: commit
-end may have moved it), and so is the local copy in blocking mode (another replica may commit
-other rows under that name).
+file and the hand-over (unless moved to the upload) are always removed; the upload is removed
+when the controller clearly refused it (an upload left by a lost reply is the controller's or
+the healer's to clean: commit end may have moved it), and so is the local copy in blocking mode
+(another replica may commit other rows under that name).
 
 Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter`):
 - `segmentCommitStart` comes first, with the consumer's offset and row count, and waits up to
@@ -254,7 +257,7 @@ class Committer:
         local = self._keep_copy(consumer, attempt)
         with local.open("rb") as stream:
             files = read_metadata_files(stream)
-        location = self._upload(consumer, attempt, local)
+        location = self._upload(consumer, attempt)
         if location is None:
             attempt.refused = True
             return False
@@ -292,14 +295,14 @@ class Committer:
             self.local.mark_built(spec.table, spec.segment)
         return path
 
-    def _upload(self, consumer: SegmentConsumer, attempt: _Attempt, local: Path) -> str | None:
+    def _upload(self, consumer: SegmentConsumer, attempt: _Attempt) -> str | None:
         """Step 5: the location for commit end (module docstring); None: the commit fails."""
         spec = consumer.spec
         try:
             for point in self.upload_points:
                 if faults.trip(point):
                     raise OSError(f"fault injection: {point}")
-            return attempt.store.publish(local, attempt.upload_key)
+            return attempt.store.move(attempt.handover_key, attempt.upload_key)
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
         scheme = self._peer_scheme_of(spec.table)

@@ -1,7 +1,11 @@
-"""The deep store on file:// (S3 only against a real endpoint named by S3_TEST_ENDPOINT)."""
+"""The deep store on file:// (S3 only against a real endpoint named by S3_TEST_ENDPOINT); moves
+also on fsspec's in-memory file system, which takes the object-store path (server-side copy, then
+delete) as S3 does."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import subprocess
 import sys
@@ -10,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from tables.segments.deepstore import TMP_MARKER, DeepStore
@@ -169,6 +174,138 @@ def test_delete_table_removes_its_folder_and_staged_rows_only(store, segment_fil
     assert store.delete_table("t") == []
 
 
+# --- moves inside the store ----------------------------------------------------------------------
+UPLOAD = f"t/s.tmp.{uuid.uuid4()}"
+
+
+def _read(store: DeepStore, key: str) -> bytes:
+    with store.open_read(key) as handle:
+        return handle.read()
+
+
+def test_a_local_move_renames_the_object(store, segment_file, tmp_path):
+    final = store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+    inode = os.stat(store.path_for(UPLOAD)).st_ino
+    assert store.move(UPLOAD, final) == store.uri_for(final)
+    assert not store.exists(UPLOAD)
+    assert os.stat(store.path_for(final)).st_ino == inode  # renamed: no byte was copied
+    assert _read(store, final) == segment_file.read_bytes()
+
+    rebuilt = tmp_path / "rebuilt.tar.gz"
+    rebuilt.write_bytes(b"rebuilt " * 100)
+    store.publish(rebuilt, UPLOAD)
+    store.move(UPLOAD, final)  # replaces the object already there
+    assert _read(store, final) == rebuilt.read_bytes()
+
+    with pytest.raises(FileNotFoundError):  # no source: nothing changes
+        store.move(UPLOAD, final)
+    assert _read(store, final) == rebuilt.read_bytes()
+    assert temporaries(tmp_path / "deep") == []
+
+
+def test_a_local_move_across_file_systems_publishes_then_removes(
+    store, segment_file, monkeypatch, tmp_path
+):
+    def cross_device(source, target):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(DeepStore, "_rename", staticmethod(cross_device))
+    final = store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+    store.move(UPLOAD, final)
+    assert not store.exists(UPLOAD) and _read(store, final) == segment_file.read_bytes()
+    assert temporaries(tmp_path / "deep") == []
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_during_a_local_move_leaves_one_whole_object(store, segment_file, tmp_path, when):
+    """A real crash just before or just after the rename: the object is whole under exactly one
+    of the two names, and a retried move (or none needed) ends with it at the destination."""
+    final = store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+    crash = "os._exit(17)" if when == "before" else "(source.replace(target), os._exit(17))"
+    script = textwrap.dedent(
+        f"""
+        import os
+        from tables.segments.deepstore import DeepStore
+
+        DeepStore._rename = staticmethod(lambda source, target: {crash})
+        DeepStore.from_uri({(tmp_path / "deep").as_uri()!r}).move({UPLOAD!r}, {final!r})
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", script], env=env, check=False, timeout=120)
+    assert result.returncode == 17
+    held = [key for key in (UPLOAD, final) if store.exists(key)]
+    assert held == ([UPLOAD] if when == "before" else [final])
+    assert _read(store, held[0]) == segment_file.read_bytes()
+    if held == [UPLOAD]:
+        store.move(UPLOAD, final)
+    assert _read(store, final) == segment_file.read_bytes() and not store.exists(UPLOAD)
+
+
+class Crash(BaseException):
+    """A process dying at that instant (nothing after it runs)."""
+
+
+@pytest.fixture
+def object_store() -> DeepStore:
+    """A store on fsspec's in-memory file system: not local, so moves copy then delete."""
+    fs = fsspec.filesystem("memory")
+    root = f"/bucket-{uuid.uuid4().hex[:12]}/deep"
+    yield DeepStore(fs, root, "memory")
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(root, recursive=True)
+
+
+def test_an_object_store_move_copies_then_deletes(object_store, segment_file, tmp_path):
+    store, final = object_store, object_store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+    assert store.move(UPLOAD, final) == store.uri_for(final)
+    assert not store.exists(UPLOAD) and _read(store, final) == segment_file.read_bytes()
+    with pytest.raises(FileNotFoundError):
+        store.move(UPLOAD, final)
+    assert _read(store, final) == segment_file.read_bytes()
+
+
+def test_a_crash_between_copy_and_delete_leaves_both_objects_whole(
+    object_store, segment_file, monkeypatch
+):
+    store, final = object_store, object_store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+    copy = DeepStore._copy_within
+
+    def copy_then_die(self, source, target):
+        copy(self, source, target)
+        raise Crash
+
+    monkeypatch.setattr(DeepStore, "_copy_within", copy_then_die)
+    with pytest.raises(Crash):
+        store.move(UPLOAD, final)
+    assert _read(store, UPLOAD) == _read(store, final) == segment_file.read_bytes()
+    monkeypatch.setattr(DeepStore, "_copy_within", copy)
+    store.move(UPLOAD, final)  # the retry copies again over the same bytes
+    assert not store.exists(UPLOAD) and _read(store, final) == segment_file.read_bytes()
+
+
+def test_a_failed_delete_after_the_copy_still_counts_as_moved(
+    object_store, segment_file, monkeypatch, caplog
+):
+    store, final = object_store, object_store.segment_key("t", "s")
+    store.publish(segment_file, UPLOAD)
+
+    def refuse(path):
+        raise PermissionError(f"{path}: delete refused")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store.fs, "rm_file", refuse)
+        assert store.move(UPLOAD, final) == store.uri_for(final)
+    assert _read(store, final) == segment_file.read_bytes()
+    assert store.exists(UPLOAD)  # left to the callers' clean-up
+    assert "cannot delete the source" in caplog.text
+
+
 @pytest.mark.skipif(
     not os.environ.get("S3_TEST_ENDPOINT"),
     reason="S3_TEST_ENDPOINT is not set (S3 deep store tests need a real S3-compatible endpoint)",
@@ -181,11 +318,16 @@ def test_s3_round_trip(segment_file, tmp_path):
         key=os.environ.get("S3_TEST_KEY"),
         secret=os.environ.get("S3_TEST_SECRET"),
     )
-    key = store.segment_key("t", "s")
-    assert store.publish(segment_file, key).startswith(f"s3://{bucket}/")
+    key, upload = store.segment_key("t", "s"), f"t/s.tmp.{uuid.uuid4()}"
+    assert store.publish(segment_file, upload).startswith(f"s3://{bucket}/")
     try:
+        assert store.move(upload, key) == store.uri_for(key)  # a server-side copy, then delete
+        assert not store.exists(upload)
         assert store.exists(key) and store.size(key) == segment_file.stat().st_size
         assert store.download(key, tmp_path / "copy").read_bytes() == segment_file.read_bytes()
+        with pytest.raises(FileNotFoundError):
+            store.move(upload, key)
     finally:
         store.delete(key)
+        store.delete(upload)
     assert not store.exists(key)
