@@ -31,7 +31,7 @@ STOP_WAIT='import math, os
 print(math.ceil(float(os.environ.get("CONTROLLER_STOP_COMMIT_WAIT_SECONDS") or 30)) + 15)'
 export CONTROLLER_STOPWAITSECS="${CONTROLLER_STOPWAITSECS:-$(python -c "$STOP_WAIT")}"
 export ZK_HOSTS="${ZK_HOSTS:-127.0.0.1:$ZK_PORT}" REDIS_URL="${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}"
-export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$VENV/bin/python" PYTHONUNBUFFERED=1
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" PYSPARK_PYTHON="${PYSPARK_PYTHON:-$VENV/bin/python}" PYTHONUNBUFFERED=1
 mkdir -p "$VAR_DIR"
 if [ -z "${SECRET_KEY:-}${SECRET_KEY_FILE:-}" ]; then
   # A key of this machine's own, kept across runs so that sessions survive a restart.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -90,7 +90,6 @@ class StreamMessage:
     timestamp_ms: int  # producer time, epoch milliseconds
 
 
-@dataclass(frozen=True)
 class MessageBatch:
     """What one fetch returned.
 
@@ -98,12 +97,110 @@ class MessageBatch:
     starts (one past the last message, or where the stream resumed when nothing came back).
     `first_available_offset` is the earliest offset the stream still held when it was read.
     `data_loss` is true when offsets at or after the requested start were no longer available.
+
+    Two equivalent views of the same rows: `messages` (one `StreamMessage` each) and the columns
+    `offsets`, `values` and `timestamps` (same order, same length, `len(batch)`). A plugin builds
+    either (`MessageBatch(messages, ...)` or `MessageBatch.of_columns(...)`); the other view is
+    derived on first use, so a reader of the columns (the server's consumer) pays no per-message
+    object and a plugin may pass lazy sequences (a `range` of contiguous offsets, timestamps
+    parsed only when read). Read-only: never change a batch or its sequences.
     """
 
-    messages: list[StreamMessage]
-    next_offset: int
-    first_available_offset: int
-    data_loss: bool
+    __slots__ = (
+        "_messages",
+        "_offsets",
+        "_timestamps",
+        "_values",
+        "data_loss",
+        "first_available_offset",
+        "next_offset",
+    )
+
+    def __init__(
+        self,
+        messages: list[StreamMessage],
+        next_offset: int,
+        first_available_offset: int,
+        data_loss: bool,
+    ) -> None:
+        self._messages: list[StreamMessage] | None = messages
+        self._offsets: Sequence[int] | None = None
+        self._values: Sequence[bytes] | None = None
+        self._timestamps: Sequence[int] | None = None
+        self.next_offset = next_offset
+        self.first_available_offset = first_available_offset
+        self.data_loss = data_loss
+
+    @classmethod
+    def of_columns(
+        cls,
+        offsets: Sequence[int],
+        values: Sequence[bytes],
+        timestamps: Sequence[int],
+        next_offset: int,
+        first_available_offset: int,
+        data_loss: bool,
+    ) -> MessageBatch:
+        """A batch from three equally long columns (ValueError otherwise)."""
+        if not len(offsets) == len(values) == len(timestamps):
+            raise ValueError(
+                f"columns differ in length: {len(offsets)} offsets, {len(values)} values, "
+                f"{len(timestamps)} timestamps"
+            )
+        batch = cls([], next_offset, first_available_offset, data_loss)
+        batch._messages = None
+        batch._offsets, batch._values, batch._timestamps = offsets, values, timestamps
+        return batch
+
+    @property
+    def messages(self) -> list[StreamMessage]:
+        if self._messages is None:
+            self._messages = [
+                StreamMessage(offset, value, timestamp_ms)
+                for offset, value, timestamp_ms in zip(
+                    self.offsets, self.values, self.timestamps, strict=True
+                )
+            ]
+        return self._messages
+
+    @property
+    def offsets(self) -> Sequence[int]:
+        if self._offsets is None:
+            self._offsets = [m.offset for m in self.messages]
+        return self._offsets
+
+    @property
+    def values(self) -> Sequence[bytes]:
+        if self._values is None:
+            self._values = [m.value for m in self.messages]
+        return self._values
+
+    @property
+    def timestamps(self) -> Sequence[int]:
+        """Producer times (epoch ms), one per message."""
+        if self._timestamps is None:
+            self._timestamps = [m.timestamp_ms for m in self.messages]
+        return self._timestamps
+
+    def __len__(self) -> int:
+        return len(self._messages) if self._messages is not None else len(self.offsets)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageBatch):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # holds lists, as the dataclass it replaced did
+
+    def _key(self) -> tuple[list[StreamMessage], int, int, bool]:
+        return self.messages, self.next_offset, self.first_available_offset, self.data_loss
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageBatch({len(self)} messages, next_offset={self.next_offset}, "
+            f"first_available_offset={self.first_available_offset}, "
+            f"data_loss={self.data_loss})"
+        )
 
 
 class StreamProvider(ABC):

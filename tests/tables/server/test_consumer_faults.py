@@ -123,6 +123,9 @@ def test_offsets_trimmed_before_they_were_read_are_recorded_as_exact_ranges(topi
         assert consumer.stats.lost_offsets == 5 + 3 + 12
         kept = [*range(1, 12), *range(17, 22), *range(25, 32), 44, 45]
         assert list(consumer.offsets) == kept
+        pairs = list(consumer.pairs())  # offsets and bytes, one chunk per fetch, zipped strictly
+        assert [offset for offset, _ in pairs] == kept
+        assert {value for offset, value in pairs if offset > 1} == {b"{}"}
     finally:
         consumer.stop()
         consumer.join(5)

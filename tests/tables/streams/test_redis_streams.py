@@ -301,3 +301,37 @@ def test_a_redis_that_lost_its_scripts_is_a_transient_error_and_the_retry_writes
     admin._produce = original
     assert admin.produce_many(topic, {0: values(1, start=2)}, NOW_MS, batch_id="b") == {0: [3]}
     assert [offset for offset, _ in read_all(provider, 0)] == [1, 2, 3]
+
+
+def test_a_batch_with_a_gap_parses_every_offset_and_both_views_agree(
+    admin, topic, provider, redis_client, redis_prefix
+):
+    admin.produce(topic, 0, values(5), NOW_MS)
+    redis_client.xdel(f"{redis_prefix}{topic}:0", "0-3")  # deleted by hand: a gap mid-batch
+    batch = provider.fetch(0, 1, 10, timeout_ms=0)
+    assert list(batch.offsets) == [1, 2, 4, 5]
+    assert list(batch.values) == [b"row-0", b"row-1", b"row-3", b"row-4"]
+    assert list(batch.timestamps) == [NOW_MS] * 4
+    assert [(m.offset, m.value, m.timestamp_ms) for m in batch.messages] == list(
+        zip(batch.offsets, batch.values, batch.timestamps, strict=True)
+    )
+    assert (len(batch), batch.next_offset, batch.data_loss) == (4, 6, False)
+    contiguous = provider.fetch(0, 4, 10, timeout_ms=0)
+    assert list(contiguous.offsets) == [4, 5]
+    assert contiguous.timestamps[-1] == NOW_MS
+
+
+def test_entries_written_by_hand_are_read_by_field_name(
+    topic, provider, redis_client, redis_prefix
+):
+    key = f"{redis_prefix}{topic}:1"
+    redis_client.xadd(key, {"t": "7", "v": "second field"}, id="0-1")
+    redis_client.xadd(key, {"other": "x"}, id="0-2")  # neither field: empty value, time 0
+    batch = provider.fetch(1, 1, 10, timeout_ms=0)
+    assert [(m.offset, m.value, m.timestamp_ms) for m in batch.messages] == [
+        (1, b"second field", 7),
+        (2, b"", 0),
+    ]
+    redis_client.xadd(key, {"v": "x"}, id="5-0")  # not an id of this plugin (0-<offset>)
+    with pytest.raises(StreamError, match="not written by this plugin"):
+        provider.fetch(1, 1, 10, timeout_ms=0)
