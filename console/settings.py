@@ -99,6 +99,10 @@ DEEP_STORE_URI = env_str("DEEP_STORE_URI", (VAR_DIR / "deepstore").as_uri())
 # For an S3-compatible store other than AWS (MinIO, Ceph...); credentials come from the standard
 # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables, read by botocore itself.
 DEEP_STORE_ENDPOINT_URL = env_str("DEEP_STORE_ENDPOINT_URL", "")
+# Every SparkSession of the project (builds, re-ingestions, the health probe) runs on SPARK_MASTER:
+# local[N] inside the spark worker, or a cluster (spark://host:7077). Spark's own SPARK_LOCAL_IP
+# (the driver's address, default 127.0.0.1), PYSPARK_PYTHON and SPARK_CONF_DIR apply: see
+# tables/segments/spark.py and the README's "Spark on a cluster".
 SPARK_MASTER = env_str("SPARK_MASTER", "local[2]")
 SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
 
