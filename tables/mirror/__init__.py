@@ -1,9 +1,10 @@
 """The ZooKeeper -> database mirror and its one read model.
 
 - `sync`: `sync_cluster(ctx)` brings the mirror models of `tables.models` up to date with the
-  cluster, incrementally by znode version; `tables` (MirroredTable/MirroredSegment rows),
-  `partitions` (PartitionStatus, ConsumptionSample, table health from the servers' live state)
-  and `zk_reads` (pipelined ZooKeeper reads) are its parts. Only the sync writes mirror rows.
+  cluster, incrementally by znode version; `tables` (MirroredTable rows), `segment_rows`
+  (MirroredSegment rows), `partitions` (PartitionStatus, ConsumptionSample, table health from the
+  servers' live state), `zk_reads` (pipelined ZooKeeper reads) and `bulk` (plain multi-row
+  database writes) are its parts. Only the sync writes mirror rows.
 - `read_model`: the queries every reader shares (the console's pages, `/api/v1/`, `/metrics`):
   the mirror's freshness and the table, segment, leader, instance and audit filters.
 - `flags`: flags derived from mirror rows (under-replicated, never committed, ingestion

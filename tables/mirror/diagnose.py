@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from tables.domain.doctor import (
     Diagnosis,
@@ -39,7 +40,7 @@ from tables.domain.doctor import (
 )
 from tables.domain.segment_metadata import CUSTOM_MAP
 from tables.mirror import read_model
-from tables.mirror.tables import DB_CHUNK, chunks
+from tables.mirror.bulk import DB_CHUNK, chunks
 from tables.models import MirroredSegment, MirroredTable, PartitionStatus
 
 __all__ = [
@@ -62,7 +63,7 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def segment_view(row: MirroredSegment) -> SegmentView:
+def segment_view(row: MirroredSegment | SegmentRow) -> SegmentView:
     """A mirrored segment as the doctor sees it (its custom.map only when `metadata` is loaded)."""
     loaded = "metadata" not in row.get_deferred_fields()
     metadata = row.metadata if loaded and isinstance(row.metadata, dict) else {}
@@ -248,7 +249,26 @@ def diagnose_partition(
     )
 
 
-def _consuming_normally(rows: Sequence[MirroredSegment], partial_offline_repair: bool) -> bool:
+class SegmentRow:
+    """A MirroredSegment row of `read_model.DOCTOR_SEGMENT_FIELDS` (by `pk` and `table_id`) read
+    without a model instance, for `due_repairs` over every table; `segment_view` takes it like a
+    model row whose `metadata` is deferred."""
+
+    __slots__ = ("pk", "table_id", *(f for f in read_model.DOCTOR_SEGMENT_FIELDS if f != "table"))
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        for name, value in zip(self.__slots__, values, strict=True):
+            setattr(self, name, value)
+
+    def get_deferred_fields(self) -> set[str]:
+        return {"metadata"}
+
+
+def _light(rows: QuerySet[MirroredSegment]) -> list[SegmentRow]:
+    return [SegmentRow(v) for v in rows.values_list(*SegmentRow.__slots__)]
+
+
+def _consuming_normally(rows: Sequence[SegmentRow], partial_offline_repair: bool) -> bool:
     """The partition's latest segment (one, highest sequence) is IN_PROGRESS with a CONSUMING
     replica: no consuming repair can be due (the healer's case 2, or healthy)."""
     top = max(r.sequence or 0 for r in rows)
@@ -261,7 +281,7 @@ def _consuming_normally(rows: Sequence[MirroredSegment], partial_offline_repair:
 
 def _table_due(
     table: MirroredTable,
-    rows: Iterable[MirroredSegment],
+    rows: Iterable[SegmentRow],
     now_ms: int,
     max_completion_ms: int,
     options: Mapping[str, bool],
@@ -269,7 +289,7 @@ def _table_due(
     """What a run would repair now in `table`. Partitions whose latest segment consumes normally
     (found from the rows' partition and sequence columns) are left out of the consuming plan,
     which then costs only the partitions in trouble; their ERROR replicas still count."""
-    by_partition: dict[int, list[MirroredSegment]] = defaultdict(list)
+    by_partition: dict[int, list[SegmentRow]] = defaultdict(list)
     for row in rows:
         if row.partition is not None and row.sequence is not None:
             by_partition[row.partition].append(row)
@@ -310,7 +330,7 @@ def due_repairs(
 ) -> dict[str, list[str]]:
     """See the module docstring."""
     realtime = {t.pk: t for t in tables if t.table_type == "REALTIME"}
-    found: dict[int, dict[int, MirroredSegment]] = defaultdict(dict)
+    found: dict[int, dict[int, SegmentRow]] = defaultdict(dict)
     latest: list[str] = []
     ids = sorted(realtime)
     for id_chunk in chunks(ids, DB_CHUNK):
@@ -322,11 +342,11 @@ def due_repairs(
             for table_id, consuming, last in rows
             if last and last != consuming and not realtime[table_id].paused
         ]
-        for row in read_model.doctor_segments(id_chunk):
+        for row in _light(read_model.doctor_segments(id_chunk)):
             found[row.table_id][row.pk] = row
     for name_chunk in chunks(sorted(latest), DB_CHUNK):
         rows = MirroredSegment.objects.filter(table_id__in=ids, name__in=name_chunk)
-        for row in rows.only(*read_model.DOCTOR_SEGMENT_FIELDS):
+        for row in _light(rows):
             found[row.table_id][row.pk] = row
     out: dict[str, list[str]] = {}
     options = _settings()

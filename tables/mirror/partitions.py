@@ -36,15 +36,16 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tables.domain import triage
 from tables.live_state import PartitionLive
+from tables.mirror.bulk import DB_CHUNK, chunks, insert_rows, select_by_pairs, update_rows
 from tables.mirror.flags import never_committed_reasons
-from tables.mirror.tables import DB_CHUNK, PartitionShape, TableShape, chunks, rewrite_rows
+from tables.mirror.tables import PartitionShape, TableShape
 from tables.models import (
     HEALTH_RANK,
     ConsumptionSample,
@@ -60,6 +61,7 @@ PARTITION_FIELDS = [
     "records_lag", "time_lag_ms", "rows_per_s", "progressed_at", "stalled_s", "lost_offsets",
     "verdict", "verdict_detail", "health", "health_rank", "last_synced",
 ]  # fmt: skip
+VALUE_FIELDS = [f for f in PARTITION_FIELDS if f != "last_synced"]  # what _partition_values gives
 ROLLUP_FIELDS = [
     "health", "health_rank", "health_reason", "max_records_lag", "max_time_lag_ms", "rows_per_s",
 ]  # fmt: skip
@@ -105,7 +107,27 @@ def _replica_live(item: PartitionLive) -> triage.ReplicaLive:
     return triage.ReplicaLive.from_published(item.to_dict())
 
 
-def _stored_shapes(rows: Iterable[PartitionStatus]) -> dict[int, PartitionShape]:
+class StoredPartition:
+    """A PartitionStatus row as the sync compares and rewrites it (`pk`, `table_id`,
+    `partition` and PARTITION_FIELDS as attributes; `last_synced` is only written, not read),
+    read without a model instance: building 16,000 of those was a tenth of an unchanged sync."""
+
+    __slots__ = ("pk", "table_id", "partition", *VALUE_FIELDS, "last_synced")
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        for name, value in zip(self.__slots__, values, strict=True):
+            setattr(self, name, value)
+
+
+_LOADED = [name for name in StoredPartition.__slots__ if name != "last_synced"]  # only written
+
+
+def _stored_rows(table_ids: Sequence[int]) -> list[StoredPartition]:
+    rows = PartitionStatus.objects.filter(table_id__in=table_ids).order_by()
+    return [StoredPartition((*v, None)) for v in rows.values_list(*_LOADED)]
+
+
+def _stored_shapes(rows: Iterable[StoredPartition]) -> dict[int, PartitionShape]:
     return {
         row.partition: PartitionShape(
             consuming_segment=row.consuming_segment,
@@ -131,7 +153,7 @@ def _partition_values(
     partition: int,
     shape: PartitionShape,
     live: Mapping[str, PartitionLive],
-    old: PartitionStatus | None,
+    old: StoredPartition | None,
     now_ms: int,
     thresholds: triage.Thresholds,
     created_ms: int | None = None,
@@ -215,12 +237,12 @@ def sync_partitions(
     out = PartitionResult()
     now = _moment(now_ms)
     ids = [t.pk for t in tables]
-    stored: dict[int, dict[int, PartitionStatus]] = {}
+    stored: dict[int, dict[int, StoredPartition]] = {}
     updating: set[int] = set()
     committing: dict[tuple[int, int], Committing] = {}
     for id_chunk in chunks(ids, DB_CHUNK):
         _committing(id_chunk, committing)
-        for row in PartitionStatus.objects.filter(table_id__in=id_chunk):
+        for row in _stored_rows(id_chunk):
             stored.setdefault(row.table_id, {})[row.partition] = row
         updating.update(
             MirroredSegment.objects.filter(table_id__in=id_chunk, display_state="UPDATING")
@@ -228,8 +250,8 @@ def sync_partitions(
             .distinct()
         )
 
-    creates: list[PartitionStatus] = []
-    updates: list[PartitionStatus] = []
+    creates: list[tuple] = []
+    updates: list[StoredPartition] = []
     gone: list[int] = []
     table_updates: list[MirroredTable] = []
     sampled: list[tuple[MirroredTable, int, dict[str, Any]]] = []
@@ -258,9 +280,7 @@ def sync_partitions(
             if result.current_offset is not None:
                 sampled.append((table, partition, values))
             if old is None:
-                creates.append(
-                    PartitionStatus(table=table, partition=partition, last_synced=now, **values)
-                )
+                creates.append((table.pk, partition, now, *(values[f] for f in VALUE_FIELDS)))
             elif any(getattr(old, k) != v for k, v in values.items()):
                 for key, value in values.items():
                     setattr(old, key, value)
@@ -278,11 +298,11 @@ def sync_partitions(
         if _roll_up(table, table_verdicts[table.pk], table.pk in updating, never.get(table.pk, "")):
             table_updates.append(table)
 
-    PartitionStatus.objects.bulk_create(creates, batch_size=DB_CHUNK)
-    rewrite_rows(PartitionStatus, updates, ["table", "partition"], PARTITION_FIELDS)
+    insert_rows(PartitionStatus, ["table_id", "partition", "last_synced", *VALUE_FIELDS], creates)
+    update_rows(PartitionStatus, updates, PARTITION_FIELDS)
     for id_chunk in chunks(gone, DB_CHUNK):
         PartitionStatus.objects.filter(pk__in=id_chunk).delete()
-    MirroredTable.objects.bulk_update(table_updates, ROLLUP_FIELDS, batch_size=DB_CHUNK)
+    update_rows(MirroredTable, table_updates, ROLLUP_FIELDS)
     out.partitions_written = len(creates) + len(updates)
     out.tables_rolled_up = len(table_updates)
     out.samples_written = _sample(sampled, now, sample_s)
@@ -315,7 +335,7 @@ def _reports(shape: PartitionShape, live: Mapping[str, PartitionLive]) -> dict[s
 
 
 def _layout(
-    table: MirroredTable, shapes: Mapping[str, TableShape], olds: Mapping[int, PartitionStatus]
+    table: MirroredTable, shapes: Mapping[str, TableShape], olds: Mapping[int, StoredPartition]
 ) -> dict[int, PartitionShape]:
     """The table's stream partitions: from a fresh read when it changed, else as stored; plus
     the stream's partitions it has no segment of (see the module docstring)."""
@@ -354,14 +374,12 @@ def _consuming_created(
         )
     }
     out: dict[tuple[int, str], int] = {}
-    for chunk in chunks(sorted(wanted), DB_CHUNK):  # (table, name): the unique index's columns
-        rows = MirroredSegment.objects.filter(
-            table_id__in={pk for pk, _name in chunk}, name__in={name for _pk, name in chunk}
-        ).values_list("table_id", "name", "creation_time_ms", "created_ms")
-        for table_id, name, creation_ms, named_ms in rows:
-            when = creation_ms if creation_ms is not None else named_ms
-            if (table_id, name) in wanted and when is not None:
-                out[(table_id, name)] = when
+    fields = ("table_id", "name", "creation_time_ms", "created_ms")
+    rows = select_by_pairs(MirroredSegment, fields, "table_id", "name", sorted(wanted))
+    for table_id, name, creation_ms, named_ms in rows:
+        when = creation_ms if creation_ms is not None else named_ms
+        if (table_id, name) in wanted and when is not None:
+            out[(table_id, name)] = when
     return out
 
 

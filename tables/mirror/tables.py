@@ -5,16 +5,19 @@ Contract:
 - `sync_changed_tables` is given the tables whose znode versions moved (or that are new to the
   mirror). For each chunk of CHUNK_TABLES tables it reads IS, EV and table config in one pipelined
   batch, then, in a second batch, the metadata of only the segments that are new, whose IS or EV
-  entry changed, or whose status is not DONE/UPLOADED; then writes the chunk in one database
-  transaction (bulk create / update / delete). Segments are those of the IS and the EV; metadata
-  znodes of segments in neither are not mirrored.
+  entry changed, or whose status is not DONE/UPLOADED (`tables.mirror.segment_rows`), with
+  multiRead requests (`Batch.get_many`); then writes the chunk in one database transaction
+  (new segment rows with one prepared INSERT, changed ones as upserts, deletes). The next chunk's
+  IS/EV/config batch is sent before a chunk is decoded and written, so ZooKeeper answers it
+  meanwhile. Each segment name is parsed once per sync. Segments are those of the IS and the EV;
+  metadata znodes of segments in neither are not mirrored.
 - A table whose IS, EV or config cannot be decoded is skipped (its rows and versions stay as they
   were, so the next sync tries again) and reported in `failed`; a segment whose metadata cannot be
   decoded is mirrored without metadata and reported in `warnings`.
 - `MirroredTable.missing_download_url` is the console's `segmentsMissingDownloadUrl`
   (`doctor_facts.missing_download_url`): COMMITTING segments, and DONE segments whose download URL
   is empty (peer-download commits). A DONE segment without a URL is read again whenever its table
-  is (`metadata_may_change`), so the deep-store repair that fills the URL is seen.
+  is (`segment_rows.metadata_may_change`), so the deep-store repair that fills the URL is seen.
 - It returns, per synced table, the `TableShape` that partition triage needs (consuming / latest
   segment and replica states per stream partition).
 - The segment metadata znodes are listed too (in the first batch): per partition, the newest LLC
@@ -27,14 +30,12 @@ Table health, lags and `last_synced` of unchanged rows are `tables.mirror.sync`'
 
 from __future__ import annotations
 
-import copy
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import models, transaction
+from django.db import transaction
 
 from tables.domain import triage
 from tables.domain.doctor_facts import missing_download_url
@@ -48,18 +49,12 @@ from tables.domain.flush import (
 from tables.domain.helix_enabled import is_enabled
 from tables.domain.idealstate import pause_state, paused_partitions
 from tables.domain.leadership import lead_partition
-from tables.domain.names import (
-    InvalidName,
-    LLCSegmentName,
-    UploadedRealtimeSegmentName,
-    parse_creation_time,
-    raw_table_name,
-    table_type_of,
-)
-from tables.domain.segment_metadata import CUSTOM_MAP, SegmentZKMetadata, is_completed
+from tables.domain.names import LLCSegmentName, raw_table_name, table_type_of
 from tables.domain.table_config import TableConfig, table_config_from_znrecord
 from tables.domain.znrecord import ZNRecord
-from tables.mirror.zk_reads import Batch, ReadCounters, Znode
+from tables.mirror.bulk import DB_CHUNK, chunks, update_rows
+from tables.mirror.segment_rows import metadata_values, needs_read, segment_values, write_segments
+from tables.mirror.zk_reads import Batch, Pending, ReadCounters, Znode
 from tables.models import MirroredSegment, MirroredTable
 from tables.zk import codec
 from tables.zk.paths import ClusterPaths
@@ -70,12 +65,10 @@ __all__ = [
     "ChangedResult",
     "PartitionShape",
     "TableShape",
-    "metadata_may_change",
     "sync_changed_tables",
 ]
 
 CHUNK_TABLES = 50
-DB_CHUNK = 500
 CONSUMING = "CONSUMING"
 ERROR = "ERROR"
 
@@ -87,16 +80,6 @@ TABLE_FIELDS = [
     "percent_available", "lead_partition", "config_version", "idealstate_version",
     "externalview_version", "last_synced", "unassigned_segments",
 ]  # fmt: skip
-SEGMENT_FIELDS = [
-    "partition", "sequence", "created_ms", "ideal_states", "external_states", "display_state",
-    "has_error", "all_offline", "status", "start_offset", "end_offset", "total_docs",
-    "size_bytes", "download_url", "crc", "start_time_ms", "end_time_ms", "creation_time_ms",
-    "metadata", "metadata_version", "metadata_mtime_ms",
-]  # fmt: skip
-_UNIT_MS = {
-    "NANOSECONDS": 1e-6, "MICROSECONDS": 1e-3, "MILLISECONDS": 1, "SECONDS": 1000,
-    "MINUTES": 60_000, "HOURS": 3_600_000, "DAYS": 86_400_000,
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -134,34 +117,19 @@ class _Read:
     config: TableConfig | None
     config_version: int
     segment_names: list[str] | None = None  # the metadata znodes (None: no segments folder)
+    llc: dict[str, LLCSegmentName | None] = field(default_factory=dict)  # names, parsed once
+
+    @property
+    def ideal_map(self) -> dict[str, dict[str, str]]:
+        return self.ideal.map_fields if self.ideal else {}
+
+    @property
+    def ev_map(self) -> dict[str, dict[str, str]]:
+        return self.external.map_fields if self.external else {}
 
 
 def _ms(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
-
-
-def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def rewrite_rows(
-    model: type[models.Model], rows: Sequence[models.Model], unique: list[str], fields: list[str]
-) -> None:
-    """Write changed rows back as one upsert per chunk (INSERT ... ON CONFLICT(unique) DO UPDATE).
-
-    `bulk_update` builds a CASE WHEN per field and row: at 16,000 partitions that is a minute of
-    Python per sync. The upsert on the natural key costs one plain statement per chunk; the rows
-    keep their ids (the copies written here have none, and conflict on `unique`).
-    """
-    fresh = []
-    for row in rows:
-        clone = copy.copy(row)
-        clone.pk = None
-        fresh.append(clone)
-    model.objects.bulk_create(
-        fresh, DB_CHUNK, update_conflicts=True, unique_fields=unique, update_fields=fields
-    )
 
 
 def _decode(znode: Znode | None) -> ZNRecord | None:
@@ -209,91 +177,13 @@ def _config_values(name: str, config: TableConfig | None, ideal: ZNRecord | None
     }
 
 
-def _name_values(segment: str) -> dict[str, Any]:
-    llc = LLCSegmentName.parse(segment)
-    if llc is not None:
-        try:
-            created = parse_creation_time(llc.creation_time)
-        except InvalidName:
-            created = None
-        return {
-            "partition": llc.partition_group_id,
-            "sequence": llc.sequence_number,
-            "created_ms": created,
-        }
-    uploaded = UploadedRealtimeSegmentName.parse(segment)
-    if uploaded is not None:
-        return {"partition": uploaded.partition_id, "sequence": None, "created_ms": None}
-    return {"partition": None, "sequence": None, "created_ms": None}
-
-
-def _to_ms(value: int | None, unit: str | None) -> int | None:
-    if value is None:
-        return None
-    return int(value * _UNIT_MS.get(unit or "MILLISECONDS", 1))
-
-
-def _shown_metadata(record: ZNRecord) -> dict[str, str]:
-    """The simpleFields, plus the `custom.map` mapField (as compact JSON under that key): where a
-    resume records the offsets it skipped (`tables.domain.pause`)."""
-    shown = dict(record.simple_fields)
-    custom = record.map_fields.get(CUSTOM_MAP)
-    if custom:
-        shown[CUSTOM_MAP] = json.dumps(custom, separators=(",", ":"), sort_keys=True)
-    return shown
-
-
-def _metadata_values(segment: str, znode: Znode | None, warnings: list[str]) -> dict[str, Any]:
-    empty = {
-        "status": "", "start_offset": "", "end_offset": "", "total_docs": None,
-        "size_bytes": None, "download_url": "", "crc": "", "start_time_ms": None,
-        "end_time_ms": None, "creation_time_ms": None, "metadata": {},
-        "metadata_version": -1, "metadata_mtime_ms": None,
-    }  # fmt: skip
-    if znode is None:
-        return empty
-    try:
-        record = codec.decode(znode.data)
-        meta = SegmentZKMetadata.from_znrecord(record)
-    except ValueError as exc:
-        warnings.append(f"segment {segment}: unreadable metadata ({exc})")
-        return {**empty, "metadata_version": znode.version, "metadata_mtime_ms": znode.mtime_ms}
-    return {
-        "status": str(meta.status),
-        "start_offset": meta.start_offset or "",
-        "end_offset": meta.end_offset or "",
-        "total_docs": meta.total_docs,
-        "size_bytes": meta.size_in_bytes,
-        "download_url": meta.download_url or "",
-        "crc": "" if meta.crc is None else str(meta.crc),
-        "start_time_ms": _to_ms(meta.start_time, meta.time_unit),
-        "end_time_ms": _to_ms(meta.end_time, meta.time_unit),
-        "creation_time_ms": meta.creation_time,
-        "metadata": _shown_metadata(record),
-        "metadata_version": znode.version,
-        "metadata_mtime_ms": znode.mtime_ms,
-    }
-
-
-def metadata_may_change(status: str, download_url: str) -> bool:
-    """Whether a mirrored segment's metadata may still change without its IdealState or
-    ExternalView entry changing: not DONE/UPLOADED yet, or DONE without a download URL (the
-    deep-store upload repair fills it later)."""
-    return not status or not is_completed(status) or missing_download_url(status, download_url)
-
-
-def _needs_read(row: MirroredSegment | None, ideal: dict[str, str], ev: dict[str, str]) -> bool:
-    if row is None or row.ideal_states != ideal or row.external_states != ev:
-        return True
-    return metadata_may_change(row.status, row.download_url)
-
-
-def _shape(ideal_map: Mapping[str, Mapping[str, str]], ev_map: Mapping[str, Mapping[str, str]]):
+def _shape(read: _Read) -> dict[int, PartitionShape]:
     """Per stream partition: (consuming segment, latest segment, replicas) from the IS."""
+    ideal_map, ev_map = read.ideal_map, read.ev_map
     latest: dict[int, tuple[int, str]] = {}
     consuming: dict[int, tuple[int, str]] = {}
     for segment, replicas in ideal_map.items():
-        llc = LLCSegmentName.parse(segment)
+        llc = read.llc[segment]
         if llc is None:
             continue
         key = (llc.sequence_number, segment)
@@ -317,32 +207,43 @@ def _shape(ideal_map: Mapping[str, Mapping[str, str]], ev_map: Mapping[str, Mapp
 _Znodes = tuple[Znode | None, Znode | None, Znode | None]
 
 
-def _read_chunk(
-    client: ZooKeeperStore, paths: ClusterPaths, names: Sequence[str], counters: ReadCounters
-) -> dict[str, tuple[_Znodes, list[str] | None]]:
-    batch = Batch(client, counters)
-    pending = {
-        name: (
-            (
-                batch.get(paths.idealstate(name)),
-                batch.get(paths.externalview(name)),
-                batch.get(paths.table_config(name)),
-            ),
-            batch.children(paths.segments(name)),
-        )
-        for name in names
-    }
-    batch.wait()
-    return {
-        name: (tuple(p.result() for p in trio), listing.result())  # type: ignore[misc]
-        for name, (trio, listing) in pending.items()
-    }
+class _ChunkReads:
+    """IS, EV, table config and the metadata listing of a chunk of tables, asked at once and
+    collected later (the next chunk's reads are in flight while a chunk is written)."""
+
+    def __init__(
+        self,
+        client: ZooKeeperStore,
+        paths: ClusterPaths,
+        names: Sequence[str],
+        counters: ReadCounters,
+    ) -> None:
+        self.batch = Batch(client, counters)
+        get, children = self.batch.get, self.batch.children
+        self.pending = {
+            name: (
+                (
+                    get(paths.idealstate(name)),
+                    get(paths.externalview(name)),
+                    get(paths.table_config(name)),
+                ),
+                children(paths.segments(name)),
+            )
+            for name in names
+        }
+
+    def result(self) -> dict[str, tuple[_Znodes, list[str] | None]]:
+        self.batch.wait()
+        return {
+            name: (tuple(p.result() for p in trio), listing.result())  # type: ignore[misc]
+            for name, (trio, listing) in self.pending.items()
+        }
 
 
 def _decode_table(name: str, znodes: _Znodes, segment_names: list[str] | None = None) -> _Read:
     ideal_z, ev_z, config_z = znodes
     config_record = _decode(config_z)
-    return _Read(
+    read = _Read(
         name=name,
         ideal=_decode(ideal_z),
         ideal_version=_version(ideal_z),
@@ -352,22 +253,27 @@ def _decode_table(name: str, znodes: _Znodes, segment_names: list[str] | None = 
         config_version=_version(config_z),
         segment_names=segment_names,
     )
+    parse = LLCSegmentName.parse
+    read.llc = {
+        segment: parse(segment)
+        for segment in {*read.ideal_map, *read.ev_map, *(segment_names or ())}
+    }
+    return read
 
 
 def _unassigned_names(read: _Read) -> list[str]:
     """Per partition, the newest LLC metadata znode past every segment of the IS and EV."""
-    ideal_map = read.ideal.map_fields if read.ideal else {}
-    ev_map = read.external.map_fields if read.external else {}
+    ideal_map, ev_map = read.ideal_map, read.ev_map
     top: dict[int, int] = {}
     for segment in set(ideal_map) | set(ev_map):
-        llc = LLCSegmentName.parse(segment)
+        llc = read.llc[segment]
         if llc is not None:
             top[llc.partition_group_id] = max(
                 top.get(llc.partition_group_id, -1), llc.sequence_number
             )
     newest: dict[int, tuple[int, str]] = {}
     for segment in read.segment_names or ():
-        llc = LLCSegmentName.parse(segment)
+        llc = read.llc[segment]
         if llc is None or segment in ideal_map or segment in ev_map:
             continue
         partition, sequence = llc.partition_group_id, llc.sequence_number
@@ -376,10 +282,12 @@ def _unassigned_names(read: _Read) -> list[str]:
     return [segment for _sequence, segment in sorted(newest.values())]
 
 
-def _unassigned_values(pending: Mapping[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+def _unassigned_values(
+    found: Mapping[str, Znode | None], warnings: list[str]
+) -> list[dict[str, Any]]:
     out = []
-    for segment, waiting in sorted(pending.items()):
-        values = _metadata_values(segment, waiting.result(), warnings)
+    for segment, znode in sorted(found.items()):
+        values = metadata_values(segment, znode, warnings)
         if values["metadata_version"] < 0:
             continue  # deleted meanwhile
         out.append(
@@ -406,19 +314,44 @@ def sync_changed_tables(
 ) -> ChangedResult:
     """Bring the rows of `names` (changed or new tables) up to date; see the module docstring."""
     result = ChangedResult()
-    for chunk in chunks(list(names), CHUNK_TABLES):
-        reads: list[_Read] = []
-        for name, (znodes, listing) in _read_chunk(client, paths, chunk, counters).items():
-            if all(z is None for z in znodes):
-                result.vanished.add(name)
-                continue
-            try:
-                reads.append(_decode_table(name, znodes, listing))
-            except ValueError as exc:  # ZNRecordError, TableConfigError
-                result.failed[name] = f"{type(exc).__name__}: {exc}"
+    groups = list(chunks(list(names), CHUNK_TABLES))
+    if not groups:
+        return result
+    asked = _ChunkReads(client, paths, groups[0], counters)
+    for following in [*groups[1:], None]:
+        answers = asked.result()
+        if following is not None:  # in flight while this chunk is decoded and written
+            asked = _ChunkReads(client, paths, following, counters)
+        reads = _decode_chunk(answers, result)
         if reads:
             _sync_chunk(client, paths, reads, existing, counters, now, lead_partitions, result)
     return result
+
+
+def _decode_chunk(
+    answers: Mapping[str, tuple[_Znodes, list[str] | None]], result: ChangedResult
+) -> list[_Read]:
+    """The chunk's tables decoded; gone ones into `result.vanished`, undecodable ones into
+    `result.failed`."""
+    reads: list[_Read] = []
+    for name, (znodes, listing) in answers.items():
+        if all(z is None for z in znodes):
+            result.vanished.add(name)
+            continue
+        try:
+            reads.append(_decode_table(name, znodes, listing))
+        except ValueError as exc:  # ZNRecordError, TableConfigError
+            result.failed[name] = f"{type(exc).__name__}: {exc}"
+    return reads
+
+
+@dataclass
+class _Wanted:
+    """The metadata reads of one table: segments of the IS/EV to (re)read, unassigned ones."""
+
+    segments: list[str]
+    unassigned: list[str]
+    found: dict[str, Znode | None] = field(default_factory=dict)
 
 
 def _sync_chunk(
@@ -438,79 +371,138 @@ def _sync_chunk(
             old_rows.setdefault(row.table_id, {})[row.name] = row
 
     # Which metadata to read: new segments, changed IS/EV entries, segments not yet DONE.
-    batch = Batch(client, counters)
-    wanted: dict[str, dict[str, Any]] = {}
-    unassigned: dict[str, dict[str, Any]] = {}
+    wanted: dict[str, _Wanted] = {}
     for read in reads:
-        unassigned[read.name] = {
-            segment: batch.get(paths.segment(read.name, segment), segment=True)
-            for segment in _unassigned_names(read)
-        }
-        ideal_map = read.ideal.map_fields if read.ideal else {}
-        ev_map = read.external.map_fields if read.external else {}
+        ideal_map, ev_map = read.ideal_map, read.ev_map
         table = existing.get(read.name)
         olds = old_rows.get(table.pk, {}) if table else {}
-        pending = {}
-        for segment in sorted(set(ideal_map) | set(ev_map)):
-            ideal, ev = ideal_map.get(segment, {}), ev_map.get(segment, {})
-            if _needs_read(olds.get(segment), ideal, ev):
-                pending[segment] = batch.get(paths.segment(read.name, segment), segment=True)
-        wanted[read.name] = pending
-    batch.wait()
+        segments = [
+            segment
+            for segment in sorted(set(ideal_map) | set(ev_map))
+            if needs_read(olds.get(segment), ideal_map.get(segment, {}), ev_map.get(segment, {}))
+        ]
+        wanted[read.name] = _Wanted(segments, _unassigned_names(read))
+    _read_metadata(client, paths, wanted, counters)
 
     with transaction.atomic():
-        for read in reads:
-            _write_table(
-                read,
-                existing,
-                old_rows,
-                (wanted[read.name], unassigned[read.name]),
-                now,
-                lead_partitions,
-                result,
-            )
+        _write_chunk(reads, existing, old_rows, wanted, now, lead_partitions, result)
 
 
-def _write_table(
-    read: _Read,
+def _read_metadata(
+    client: ZooKeeperStore,
+    paths: ClusterPaths,
+    wanted: Mapping[str, _Wanted],
+    counters: ReadCounters,
+) -> None:
+    """Every wanted metadata znode of the chunk, in one batch of multiRead requests."""
+    order = [
+        (name, segment)
+        for name, want in wanted.items()
+        for segment in (*want.segments, *want.unassigned)
+    ]
+    batch = Batch(client, counters)
+    many: Pending[list[Znode | None]] = batch.get_many(
+        [paths.segment(name, segment) for name, segment in order], segment=True
+    )
+    batch.wait()
+    for (name, segment), znode in zip(order, many.result(), strict=True):
+        wanted[name].found[segment] = znode
+
+
+def _write_chunk(
+    reads: list[_Read],
     existing: dict[str, MirroredTable],
-    old_rows: dict[int, dict[str, MirroredSegment]],
-    reads: tuple[dict[str, Any], dict[str, Any]],
+    old_rows: Mapping[int, dict[str, MirroredSegment]],
+    wanted: Mapping[str, _Wanted],
     now: datetime,
     lead_partitions: int | None,
     result: ChangedResult,
 ) -> None:
+    """The chunk's table rows (new ones in one bulk INSERT, changed ones in one UPDATE), then
+    each table's segment rows."""
+    planned = []
+    for read in reads:
+        table = existing.get(read.name)
+        olds = old_rows.get(table.pk, {}) if table else {}
+        want = wanted[read.name]
+        fresh = _fresh_segments(read, want, result.warnings)
+        shapes = _shape(read)
+        values = _table_values(read, shapes, fresh, olds, now, lead_partitions)
+        found = {s: want.found[s] for s in want.unassigned}
+        values["unassigned_segments"] = _unassigned_values(found, result.warnings)
+        planned.append((read, olds, fresh, shapes, values))
+    new = [
+        MirroredTable(name=read.name, **values)
+        for read, *_, values in planned
+        if read.name not in existing
+    ]
+    _create_tables(new)
+    changed = []
+    for read, *_, values in planned:
+        table = existing.get(read.name)
+        if table is not None:
+            for key, value in values.items():
+                setattr(table, key, value)
+            changed.append(table)
+    update_rows(MirroredTable, changed, TABLE_FIELDS)
+    existing.update((table.name, table) for table in new)
+    result.tables_created += len(new)
+    for read, olds, fresh, shapes, _values in planned:
+        keep = set(read.ideal_map) | set(read.ev_map)
+        written, deleted = write_segments(existing[read.name].pk, fresh, olds, keep, now)
+        result.segments_written += written
+        result.segments_deleted += deleted
+        result.shapes[read.name] = TableShape(partitions=shapes)
+
+
+def _create_tables(new: list[MirroredTable]) -> None:
+    """INSERT the new table rows; their primary keys are set (returned by the INSERT where the
+    database can, else read back by name)."""
+    MirroredTable.objects.bulk_create(new, batch_size=DB_CHUNK)
+    if any(table.pk is None for table in new):
+        names = [table.name for table in new]
+        ids = dict(MirroredTable.objects.filter(name__in=names).values_list("name", "pk"))
+        for table in new:
+            table.pk = ids[table.name]
+
+
+def _fresh_segments(read: _Read, want: _Wanted, warnings: list[str]) -> dict[str, dict[str, Any]]:
+    """Row values of the segments read again (the others are unchanged)."""
+    ideal_map, ev_map, empty = read.ideal_map, read.ev_map, {}
+    return {
+        segment: segment_values(
+            segment,
+            read.llc[segment],
+            ideal_map.get(segment, empty),
+            ev_map.get(segment, empty),
+            want.found[segment],
+            warnings,
+        )
+        for segment in want.segments
+    }
+
+
+def _table_values(
+    read: _Read,
+    shapes: dict[int, PartitionShape],
+    fresh: Mapping[str, dict[str, Any]],
+    olds: Mapping[str, MirroredSegment],
+    now: datetime,
+    lead_partitions: int | None,
+) -> dict[str, Any]:
+    """The MirroredTable columns (but unassigned_segments): counts over every segment (fresh
+    values, else the unchanged rows)."""
     name = read.name
-    pending, unassigned = reads
-    ideal_map = read.ideal.map_fields if read.ideal else {}
-    ev_map = read.external.map_fields if read.external else {}
-    table = existing.get(name)
-    olds = old_rows.get(table.pk, {}) if table else {}
-
-    # Segment rows: values of the re-read ones; the others are unchanged.
-    fresh: dict[str, dict[str, Any]] = {}
-    for segment, waiting in pending.items():
-        ideal, ev = dict(ideal_map.get(segment, {})), dict(ev_map.get(segment, {}))
-        fresh[segment] = {
-            **_name_values(segment),
-            "ideal_states": ideal,
-            "external_states": ev,
-            "display_state": triage.segment_display_state(ideal, ev),
-            "has_error": ERROR in ev.values(),
-            "all_offline": triage.is_all_offline(ideal, ev),
-            **_metadata_values(segment, waiting.result(), result.warnings),
-        }
-
-    # Table-level counts over every segment (fresh values, else the unchanged rows).
-    shapes = _shape(ideal_map, ev_map)
+    ideal_map, ev_map = read.ideal_map, read.ev_map
     pause = pause_state(read.ideal) if read.ideal else None
     paused = bool(pause and pause.paused)
     disabled = read.ideal is not None and not is_enabled(read.ideal)
     partitions_paused = sorted(paused_partitions(read.ideal)) if read.ideal else []
     counts = {"consuming": 0, "error_replicas": 0, "error_segments": 0, "missing_url": 0}
     availability = []
+    empty: dict[str, str] = {}
     for segment in set(ideal_map) | set(ev_map):
-        ideal, ev = ideal_map.get(segment, {}), ev_map.get(segment, {})
+        ideal, ev = ideal_map.get(segment, empty), ev_map.get(segment, empty)
         values = fresh.get(segment)
         if values is None:
             row = olds[segment]
@@ -538,7 +530,7 @@ def _write_table(
         and not disabled
         and p not in partitions_paused
     ]
-    values = {
+    return {
         "raw_name": raw_table_name(name),
         "table_type": table_type_of(name) or "",
         **_config_values(name, read.config, read.ideal),
@@ -563,37 +555,4 @@ def _write_table(
         "idealstate_version": read.ideal_version,
         "externalview_version": read.external_version,
         "last_synced": now,
-        "unassigned_segments": _unassigned_values(unassigned, result.warnings),
     }
-    if table is None:
-        table = MirroredTable.objects.create(name=name, **values)
-        existing[name] = table
-        result.tables_created += 1
-    else:
-        for key, value in values.items():
-            setattr(table, key, value)
-        table.save(update_fields=TABLE_FIELDS)
-
-    creates, updates = [], []
-    for segment, segment_values in fresh.items():
-        old = olds.get(segment)
-        if old is None:
-            creates.append(
-                MirroredSegment(table=table, name=segment, last_synced=now, **segment_values)
-            )
-        elif any(getattr(old, k) != v for k, v in segment_values.items()):
-            for key, value in segment_values.items():
-                setattr(old, key, value)
-            updates.append(old)
-    MirroredSegment.objects.bulk_create(creates, batch_size=DB_CHUNK)
-    rewrite_rows(MirroredSegment, updates, ["table", "name"], SEGMENT_FIELDS)
-    gone = [
-        row.pk
-        for segment, row in olds.items()
-        if segment not in ideal_map and segment not in ev_map
-    ]
-    for ids in chunks(gone, DB_CHUNK):
-        MirroredSegment.objects.filter(pk__in=ids).delete()
-    result.segments_written += len(creates) + len(updates)
-    result.segments_deleted += len(gone)
-    result.shapes[name] = TableShape(partitions=shapes)

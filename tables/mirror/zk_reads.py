@@ -7,13 +7,16 @@ Contract:
   until a `Pending.result()` is called, so a batch of N requests costs one pipelined round trip,
   not N. `Batch.wait()` counts that round trip.
 - `Batch.get` resolves to `Znode(data, version, mtime_ms)` or None when the znode is missing;
-  `Batch.children` to a list or None when the parent is missing.
+  `Batch.children` to a list or None when the parent is missing. `Batch.get_many(paths)` resolves
+  to one such answer per path, read with ZooKeeper's multiRead in one request per
+  `MULTI_READ_OPS` paths (`tables.zk.batch_reads`): for the many small znodes of segment metadata,
+  where kazoo's per-request cost would dominate the sync.
 - `Batch.probe(checks)` asks whether every `(path, version)` still holds, in ONE request: a
-  transaction of `check` ops (success = unchanged); past `PROBE_OPS` checks, one transaction per
-  `PROBE_OPS` (a request stays far below ZooKeeper's 1 MB limit), all in the same round trip. A
-  version of -1 means "the znode did not exist"; ZooKeeper cannot check absence inside a
-  transaction, so such a path costs an `exists` request in the same pipelined batch (unchanged
-  while it still does not exist).
+  transaction of `check` ops (success = unchanged; `batch_reads.check_versions_async`); past
+  `PROBE_OPS` checks, one transaction per `PROBE_OPS` (a request stays far below ZooKeeper's
+  1 MB limit), all in the same round trip. A version of -1 means "the znode did not exist";
+  ZooKeeper cannot check absence inside a transaction, so such a path costs an `exists` request
+  in the same pipelined batch (unchanged while it still does not exist).
 - `ReadCounters` adds up requests and round trips; it is only bookkeeping.
 """
 
@@ -25,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from tables.domain.znrecord import ZNRecord
 from tables.zk import codec
+from tables.zk.batch_reads import check_versions_async, get_many_async
 from tables.zk.errors import NoNode
 from tables.zk.zookeeper import ZooKeeperStore
 
@@ -73,6 +77,10 @@ def _get(async_result: Any) -> Znode | None:
     return Znode(data or b"", stat.version, stat.mtime)
 
 
+def _znode(found: tuple[bytes, Any] | None) -> Znode | None:
+    return None if found is None else Znode(found[0], found[1].version, found[1].mtime)
+
+
 def _children(async_result: Any) -> list[str] | None:
     try:
         return list(async_result.get())
@@ -97,6 +105,16 @@ class Batch:
         handle = self.client.get_async(path)
         return self._track(Pending(lambda: _get(handle)))
 
+    def get_many(self, paths: Sequence[str], segment: bool = False) -> Pending[list[Znode | None]]:
+        """One answer per path, in order (see the module docstring)."""
+        if not paths:
+            return Pending(list)
+        handle = get_many_async(self.client, paths)
+        self.counters.requests += handle.requests
+        if segment:
+            self.counters.segment_reads += len(paths)
+        return self._track(Pending(lambda: [_znode(found) for found in handle.get()]))
+
     def children(self, path: str) -> Pending[list[str] | None]:
         self.counters.requests += 1
         handle = self.client.get_children_async(path)
@@ -108,14 +126,9 @@ class Batch:
         absent = [path for path, version in checks if version < 0]
         waits: list[Callable[[], bool]] = []
         for start in range(0, len(present), PROBE_OPS):
-            tx = self.client.transaction()
-            for path, version in present[start : start + PROBE_OPS]:
-                tx.check(path, version)
-            handle = tx.commit_async()
+            handle = check_versions_async(self.client, present[start : start + PROBE_OPS])
             self.counters.requests += 1
-            waits.append(
-                lambda handle=handle: not any(isinstance(r, Exception) for r in handle.get())
-            )
+            waits.append(handle.get)
         for path in absent:
             exists = self.client.exists_async(path)
             self.counters.requests += 1

@@ -27,6 +27,7 @@ from tables.models import (
     PartitionStatus,
 )
 from tables.zk import codec
+from tables.zk.batch_reads import CheckVersions, MultiRead
 from tables.zk.records import create_record, read_record, update_record
 from tables.zk.zookeeper import ZooKeeperStore
 from tests.cluster_fixtures import PATHS, SERVERS, load
@@ -39,7 +40,9 @@ COUNTED = {"get", "get_async", "get_children_async", "exists_async", "transactio
 
 
 class CountingClient:
-    """A kazoo client that counts the requests made through it (and the paths read)."""
+    """A kazoo client that counts the requests made through it (and the paths read); of the
+    requests `tables.zk.batch_reads` sends, a multiRead counts as `multi_read` (with each of its
+    paths) and a version check transaction as `transaction`."""
 
     def __init__(self, client) -> None:
         self._client = client
@@ -48,6 +51,8 @@ class CountingClient:
 
     def __getattr__(self, name):
         attr = getattr(self._client, name)
+        if name == "_call":
+            return self._multi_read(attr)
         if name not in COUNTED:
             return attr
 
@@ -56,6 +61,18 @@ class CountingClient:
             if args:
                 self.paths.append(args[0])
             return attr(*args, **kwargs)
+
+        return counted
+
+    def _multi_read(self, call):
+        def counted(request, answer):
+            if isinstance(request, MultiRead):
+                self.calls["multi_read"] += 1
+                chroot = self._client.chroot
+                self.paths.extend(p.removeprefix(chroot) for p in request.paths)
+            elif isinstance(request, CheckVersions):
+                self.calls["transaction"] += 1
+            return call(request, answer)
 
         return counted
 
