@@ -18,7 +18,8 @@ its own:
 - full sync: the mirror emptied, then `tables.mirror.sync.sync_cluster` reads every table, every
   segment's metadata and writes every row (`--full-runs` times);
 - re-sync: `sync_cluster` again with nothing changed in ZooKeeper: one version probe per table,
-  no segment metadata read, `last_synced` confirmed with one UPDATE per model (`--runs` times).
+  no segment metadata read, `last_synced` confirmed on tables, instances and lead controller
+  partitions (segment and partition rows are not rewritten) (`--runs` times).
 
     .venv/bin/python bench/mirror.py [--tables 1000] [--runs 5] [--full-runs 3]
                                      [--zk-hosts HOST:PORT] [--redis-url redis://...]

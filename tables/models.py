@@ -6,8 +6,12 @@ Mirror contract:
 - `MirroredTable`, `MirroredSegment`, `MirroredInstance`, `LeadControllerPartition` and
   `PartitionStatus` are written by `tables.mirror.sync` alone; pages, /api/v1 and /metrics only
   read them (through `tables.mirror.read_model` where a query is shared) and never read ZooKeeper.
-  Each row keeps the znode version(s) it was built from and `last_synced`, the time of the sync
-  that last confirmed it (so pages can show staleness).
+  Each row keeps the znode version(s) it was built from and `last_synced`: for tables, instances
+  and leadControllerResource partitions the time of the sync that last confirmed the row (so pages
+  can show staleness). `MirroredSegment` and `PartitionStatus` rows are confirmed with their table
+  and not rewritten when unchanged: their `last_synced` is the time the row was last written
+  (inserted or changed), and the time of the last sync that confirmed one is its table's
+  `last_synced` (what /api/v1 shows as their `synced`).
 - `PartitionStatus` is one row per (table, stream partition): the consuming segment from the
   IdealState, the replicas' live figures as the servers last published them, and the triage
   verdict (`tables.domain.triage`). `ConsumptionSample` is its time series (pruned to

@@ -200,7 +200,11 @@ class PartitionSerializer(CamelModelSerializer):
     replication = serializers.IntegerField(source="table.replication", read_only=True)
     replicas_up = serializers.SerializerMethodField(method_name="get_replicas_up")
     under_replicated = serializers.SerializerMethodField(method_name="get_under_replicated")
-    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+    synced = serializers.DateTimeField(
+        source="table.last_synced",
+        read_only=True,
+        help_text="the last sync that confirmed the partition (its table's)",
+    )
 
     @extend_schema_field(OpenApiTypes.INT)
     def get_replicas_up(self, status: PartitionStatus) -> int:
@@ -276,7 +280,11 @@ class SegmentSerializer(CamelModelSerializer):
     external_states = serializers.DictField(
         child=serializers.CharField(), read_only=True, help_text="instance -> ExternalView state"
     )
-    synced = serializers.DateTimeField(source="last_synced", read_only=True)
+    synced = serializers.DateTimeField(
+        source="table.last_synced",
+        read_only=True,
+        help_text="the last sync that confirmed the segment (its table's)",
+    )
 
     class Meta:
         model = MirroredSegment

@@ -31,7 +31,9 @@ Contract:
   `DISABLED`: its OFFLINE replicas are neither errors nor a stall.
 - One ConsumptionSample per partition with live figures, at most every `sample_s` seconds; samples
   older than `retention_s` are pruned.
-`last_synced` of unchanged rows is set by `tables.mirror.sync` in one UPDATE per model.
+- A row's `last_synced` is when it was last written (inserted or changed); unchanged rows are not
+  rewritten: the last sync that confirmed them is their table's `last_synced` (see
+  `tables.mirror.sync`).
 """
 
 from __future__ import annotations

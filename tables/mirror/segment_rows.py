@@ -15,7 +15,8 @@ Contract:
 - `write_segments(table_id, fresh, olds, keep, now)` writes one table's rows: new segments with
   one prepared INSERT (`tables.mirror.bulk.insert_rows`), changed ones with one UPDATE, and deletes
   the rows of segments not in `keep` (the IdealState and ExternalView). Returns (rows written,
-  rows deleted).
+  rows deleted). A written row's `last_synced` is `now`; unchanged rows are not touched (the last
+  sync that confirmed them is their table's `last_synced`, see `tables.mirror.sync`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ SEGMENT_FIELDS = [
     "metadata", "metadata_version", "metadata_mtime_ms",
 ]  # fmt: skip
 _INSERTED = ["table_id", "name", "last_synced", *SEGMENT_FIELDS]
+_UPDATED = [*SEGMENT_FIELDS, "last_synced"]
 _UNIT_MS = {
     "NANOSECONDS": 1e-6, "MICROSECONDS": 1e-3, "MILLISECONDS": 1, "SECONDS": 1000,
     "MINUTES": 60_000, "HOURS": 3_600_000, "DAYS": 86_400_000,
@@ -181,9 +183,10 @@ def write_segments(
         elif any(getattr(old, k) != v for k, v in values.items()):
             for key, value in values.items():
                 setattr(old, key, value)
+            old.last_synced = now
             updates.append(old)
     insert_rows(MirroredSegment, _INSERTED, creates)
-    update_rows(MirroredSegment, updates, SEGMENT_FIELDS)
+    update_rows(MirroredSegment, updates, _UPDATED)
     gone = [row.pk for segment, row in olds.items() if segment not in keep]
     for ids in chunks(gone, DB_CHUNK):
         MirroredSegment.objects.filter(pk__in=ids).delete()

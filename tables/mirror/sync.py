@@ -23,8 +23,13 @@ Contract:
   new/changed/not-DONE segments, many znodes per multiRead request).
 - Every sync also refreshes instances (CONFIGS/PARTICIPANT + LIVEINSTANCES), the
   leadControllerResource partitions, PartitionStatus from the servers' live state in Redis and
-  the triage (`tables.mirror.partitions`), and sets `last_synced = now` on every mirrored row it
-  confirmed, with one UPDATE per model. Tables and segments gone from ZooKeeper lose their rows.
+  the triage (`tables.mirror.partitions`), and sets `last_synced = now` on every table, instance
+  and leadControllerResource partition row it confirmed, with one UPDATE per model. Segment and
+  PartitionStatus rows are confirmed with their table and are not rewritten: their own
+  `last_synced` is when the row was last written (inserted or changed, `now` of that sync), and
+  the time of the last sync that confirmed one is its table's `last_synced` (what /api/v1 shows
+  as their `synced`). Rewriting 160,000 segment rows was most of an unchanged sync's database
+  time. Tables and segments gone from ZooKeeper lose their rows.
 - leadControllerResource (read with `/CONTROLLER/LEADER` and its resource config): a partition's
   `controller` is its ExternalView MASTER only while that MASTER is live (the same sync's
   instances; a stale view counts as no MASTER). With no live MASTER a partition is leaderless,
@@ -89,7 +94,6 @@ from tables.models import (
     MirroredSegment,
     MirroredTable,
     MirrorState,
-    PartitionStatus,
 )
 from tables.redisconn import get_redis
 
@@ -423,14 +427,12 @@ def _request_healing(
 def _confirm(
     synced: list[MirroredTable], existing: Mapping[str, MirroredTable], now: datetime
 ) -> None:
-    """last_synced = now on every row this sync confirmed: one UPDATE per model."""
+    """`last_synced = now` on every table, instance and lead controller partition this sync
+    confirmed: one UPDATE per model. A table's `last_synced` also stands for its segment and
+    PartitionStatus rows (confirmed exactly when it is), which keep the time they were written."""
     confirmed = {t.pk for t in synced}
     skipped = [t.pk for t in existing.values() if t.pk not in confirmed]
     MirroredTable.objects.exclude(pk__in=skipped).update(last_synced=now)
-    # Rows written by this sync are at `now` already (all of them after a full sync).
-    segments = MirroredSegment.objects.exclude(table_id__in=skipped).exclude(last_synced=now)
-    segments.update(last_synced=now)
-    PartitionStatus.objects.exclude(table_id__in=skipped).update(last_synced=now)
     MirroredInstance.objects.update(last_synced=now)
     LeadControllerPartition.objects.update(last_synced=now)
 

@@ -7,6 +7,8 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -265,6 +267,37 @@ def test_segment_detail(api, mirror):
     assert result["externalStates"] == {"Server_a_1": "ONLINE"}
     missing = api.get("/api/v1/tables/githubEvents/segments/other__0__0__20260102T0304Z")
     assert missing.status_code == 404
+
+
+def test_segments_and_partitions_show_their_tables_last_sync(api, mirror):
+    """An unchanged re-sync confirms a table's segment and partition rows without rewriting them:
+    their `synced` is their table's `last_synced`, read with the table (no query per row)."""
+    written = SYNCED - dt.timedelta(hours=1)
+    MirroredSegment.objects.update(last_synced=written)
+    PartitionStatus.objects.update(last_synced=written)
+    segment_urls = [
+        "/api/v1/tables/githubEvents/segments",
+        "/api/v1/tables/githubEvents/segments?state=CONSUMING&sort=-name",
+        "/api/v1/errors",
+        "/api/v1/errors?table=githubEvents",
+    ]
+    for url in [*segment_urls, "/api/v1/tables/githubEvents/partitions"]:
+        assert {r["synced"] for r in results(api.get(url))} == {SYNCED_TEXT}, url
+    name = "githubEvents__0__0__20260102T0304Z"
+    one = api.get(f"/api/v1/tables/githubEvents/segments/{name}").json()["result"]
+    assert one["synced"] == SYNCED_TEXT
+    part = api.get("/api/v1/tables/githubEvents/partitions/1").json()["result"]
+    assert part["synced"] == SYNCED_TEXT
+    counts = []
+    for added in (0, 10):
+        for sequence in range(2, 2 + added):
+            segment(mirror, 0, sequence, "ONLINE", has_error=True)
+            PartitionStatus.objects.create(table=mirror, partition=sequence, last_synced=written)
+        with CaptureQueriesContext(connection) as queries:
+            for url in ["/api/v1/tables/githubEvents/partitions", *segment_urls[::2]]:
+                assert len(results(api.get(url))) > added, url
+        counts.append(len(queries))
+    assert counts[0] == counts[1]  # the tables come with the rows
 
 
 def test_errors_across_tables(api, mirror):

@@ -238,12 +238,19 @@ def test_an_unchanged_resync_costs_one_probe_per_table_and_reads_no_metadata(
     assert counting.calls["transaction"] == 2  # one check transaction per table
     assert not any(p.startswith(PATHS.idealstate(TABLE)) for p in counting.paths)
     assert report.zk_round_trips == 2  # listings + probes, then instances + lead controller
-    # Every row is confirmed by the sync, changed or not.
+    # Tables and instances are confirmed by the sync; segment and partition rows with their
+    # table, not rewritten: they keep the time they were written (the first sync here).
     later = MirroredTable.objects.get(name=TABLE).last_synced
     assert later.timestamp() * 1000 == NOW + 5000
-    assert {s.last_synced for s in MirroredSegment.objects.all()} == {later}
-    assert {p.last_synced for p in PartitionStatus.objects.all()} == {later}
+    assert {t.last_synced for t in MirroredTable.objects.all()} == {later}
     assert {i.last_synced for i in MirroredInstance.objects.all()} == {later}
+    assert report.segments_written == 0
+    assert {s.last_synced.timestamp() * 1000 for s in MirroredSegment.objects.all()} == {NOW}
+    rewritten = PartitionStatus.objects.filter(last_synced=later).count()
+    assert rewritten == report.partitions_written
+    assert PartitionStatus.objects.exclude(last_synced=later).count() == (
+        report.partitions - report.partitions_written
+    )
 
 
 def test_a_changed_idealstate_rereads_only_changed_and_unfinished_segments(
@@ -251,14 +258,15 @@ def test_a_changed_idealstate_rereads_only_changed_and_unfinished_segments(
 ):
     _create(ctx, topic)
     _converge(zk)
-    sync_cluster(ctx)
+    sync_cluster(ctx, now_ms=NOW)
+    synced_at = MirroredTable.objects.get(name=TABLE).last_synced
     first = _segments(zk)
     committed = next(s for s in first if s.startswith("githubEvents__1__"))
     start = int(MirroredSegment.objects.get(name=committed).start_offset)
     following = _commit(ctx, committed, start + 100)
     counting.reset()
 
-    report = sync_cluster(ctx)
+    report = sync_cluster(ctx, now_ms=NOW + 5000)
 
     # The new segment, the committed one, and the other three still IN_PROGRESS.
     assert counting.segment_reads() == sorted([*first, following])
@@ -266,6 +274,14 @@ def test_a_changed_idealstate_rereads_only_changed_and_unfinished_segments(
     done = MirroredSegment.objects.get(name=committed)
     assert (done.status, done.end_offset, done.total_docs) == ("DONE", str(start + 100), 100)
     assert done.display_state == "UPDATING"  # the ExternalView still says CONSUMING
+    # Written rows carry this sync's time; the others keep the first sync's.
+    later = MirroredTable.objects.get(name=TABLE).last_synced
+    assert later > synced_at
+    assert {s.name for s in MirroredSegment.objects.filter(last_synced=later)} == {
+        committed,
+        following,
+    }
+    assert MirroredSegment.objects.filter(last_synced=synced_at).count() == len(first) - 1
     assert MirroredSegment.objects.get(name=following).status == "IN_PROGRESS"
     assert PartitionStatus.objects.get(partition=1).consuming_segment == following
     # Nobody reports (no server runs): the new segments are starting, the table updating.
