@@ -24,8 +24,10 @@ Contract of a build:
   `BuildError` before any data is read.
 - Determinism: rows are sorted by the time column's millis then offset; `data.parquet` is one file
   written by Spark (snappy, TIMESTAMP_MICROS) with `coalesce(1)`. Spark's Parquet writer puts no
-  time stamp, UUID or path inside the file (only its version and the row schema), so the same rows
-  give the same bytes; the CRC is `zlib.crc32` of `data.parquet` and `data_crc` is the same value.
+  time stamp, UUID or path inside the file (only its version and the row schema), and the one
+  per-JVM difference, the order of each column chunk's encodings list in the footer, is sorted
+  (`parquet_footer.sort_column_encodings`), so the same rows give the same bytes in any process;
+  the CRC is `zlib.crc32` of `data.parquet` and `data_crc` is the same value.
   (This holds for one Spark/parquet-mr version: another version may write other bytes.) The tar is
   packed deterministically with the creation time as every entry's mtime, so one request builds the
   same tar bytes every time.
@@ -52,7 +54,7 @@ from pyspark.sql import types as T
 
 from tables.domain.schema import FieldSpec, Schema, SchemaError, parse_schema
 from tables.domain.table_config import TableConfigError, parse_table_config
-from tables.segments import frames, stream_source
+from tables.segments import frames, parquet_footer, stream_source
 from tables.segments.errors import BuildError, DataLoss
 from tables.segments.segment_format import (
     CREATION_META,
@@ -272,6 +274,7 @@ def _write_single_parquet(df: DataFrame, target: Path) -> None:
         if len(parts) != 1:
             raise BuildError(f"Spark wrote {len(parts)} data files instead of one")
         shutil.move(str(parts[0]), target)
+        parquet_footer.sort_column_encodings(target)  # the same bytes in any JVM
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
 
