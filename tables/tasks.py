@@ -109,6 +109,9 @@ def force_commit_batches(**run: object) -> None:
         )
 
 
+LEADER_RUN_RETRIES = 10  # a "leader" healing run waits up to ~10 s for the claim to show
+
+
 @shared_task(name="tables.realtime_segment_validation", bind=True, ignore_result=False)
 def realtime_segment_validation(
     self,
@@ -124,10 +127,16 @@ def realtime_segment_validation(
     `tables.periodic_runs.validate` records each table's run (`HealingRun`, by `run_id`: by default
     `<trigger>-` and the first 8 hex digits of this task's id), made on behalf of the table's lead
     controller; a table without one is skipped. Runs on one table never overlap: the healing
-    manager takes a ZooKeeper lock per table."""
+    manager takes a ZooKeeper lock per table. A "leader" run that finds the table without a lead
+    controller (the new leader's claim not visible yet) is retried every second, up to
+    `LEADER_RUN_RETRIES` times, with the same run id."""
     from tables.periodic_runs import new_run_id, validate
 
-    return validate(table, trigger, run_id or new_run_id(trigger, self.request.id), takeover_ms)
+    result = validate(table, trigger, run_id or new_run_id(trigger, self.request.id), takeover_ms)
+    unled = [r for r in result["tables"] if r["leadController"] is None and not r["error"]]
+    if trigger == "leader" and unled and self.request.retries < LEADER_RUN_RETRIES:
+        raise self.retry(countdown=1.0, max_retries=LEADER_RUN_RETRIES)
+    return result
 
 
 @shared_task(name="tables.segment_status_checker", ignore_result=False)
