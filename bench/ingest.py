@@ -18,6 +18,15 @@ warms the heap and Redis), `--repeat` runs of the three sides, rotating which go
   consumers are stopped after the measurement.
 
     .venv/bin/python bench/ingest.py [--rows N] [--repeat 3] [--redis-url redis://...]
+    .venv/bin/python bench/ingest.py --stream kafka [--bootstrap HOST:PORT] [--rows N] ...
+
+`--stream kafka` runs two sides over a Kafka topic instead: a plain confluent-kafka consume loop
+(one consumer assigned all 4 partitions, `consume(--batch)` without waiting, `poll` when its queue
+is empty, every row's offset and value taken into per-partition lists) against the server's 4
+`SegmentConsumer`s over one shared `KafkaStreamProvider`. Without `--bootstrap` it starts
+librdkafka's mock cluster (`tests/kafka_mock.py`), which keeps only about 5 MB per partition:
+`--rows` is then capped to fit (a real cluster through `--bootstrap` has no such cap; the topic
+is then created through the Admin API and deleted at the end).
 
 Prints rows/s of each side per run, the ratios server / plain loop (goal: at least 0.8) and
 server / parsed loop, their medians over the runs and the ratios of each side's best time (which
@@ -52,6 +61,9 @@ from tables.server.consumer import (  # noqa: E402
     SegmentConsumer,
 )
 from tables.server.protocol import CompletionClient, LeaderLocator  # noqa: E402
+from tables.streams.base import StreamProvider, TopicAdmin  # noqa: E402
+from tables.streams.kafka import FIRST_OFFSET as KAFKA_FIRST_OFFSET  # noqa: E402
+from tables.streams.kafka import KafkaTopicAdmin  # noqa: E402
 from tables.streams.producer import Producer, read_rows  # noqa: E402
 from tables.streams.redis_streams import (  # noqa: E402
     DEFAULT_KEY_PREFIX,
@@ -63,6 +75,7 @@ from tables.streams.redis_streams import (  # noqa: E402
 FIXTURES = Path(os.environ.get("PINOT_FIXTURES", ROOT.parent / "shared" / "fixtures" / "pinot"))
 PARTITIONS = 4
 TABLE = "benchIngest_REALTIME"
+MOCK_PARTITION_BYTES = 4_500_000  # librdkafka's mock drops message sets past ~5 MB a partition
 
 
 class NoLeader(LeaderLocator):
@@ -75,7 +88,7 @@ class NoLeader(LeaderLocator):
         return None
 
 
-def fill(admin: RedisTopicAdmin, topic: str, rows: int) -> tuple[dict[int, int], float]:
+def fill(admin: TopicAdmin, topic: str, rows: int) -> tuple[dict[int, int], float]:
     """`rows` githubEvents messages over the topic's partitions: (rows per partition, mean size
     of a source row in bytes)."""
     source = list(read_rows(FIXTURES / "githubEvents_2021-07-21-few-hours.json"))
@@ -123,10 +136,14 @@ def unparsed_client(client: redis.Redis) -> redis.Redis:
 
 
 def server_consumers(
-    client: redis.Redis, topic: str, counts: dict[int, int], batch: int, run: int
+    provider: StreamProvider,
+    counts: dict[int, int],
+    batch: int,
+    run: int,
+    first_offset: int = FIRST_OFFSET,
 ) -> tuple[int, float]:
     """One SegmentConsumer per partition, concurrently, up to rowLimit: (rows, seconds)."""
-    provider = RedisStreamProvider(client, topic)
+    topic = provider.topic
     completion = CompletionClient("Server_127.0.0.1_7001", NoLeader())
     now_ms = int(time.time() * 1000)
     consumers = []
@@ -136,7 +153,7 @@ def server_consumers(
             segment=f"benchIngest__{partition}__{run + 1}__20210721T0600Z",
             topic=topic,
             partition=partition,
-            start_offset=FIRST_OFFSET,
+            start_offset=first_offset,
             threshold_rows=count,
             window_ms=24 * 3600 * 1000,
             creation_ms=now_ms,
@@ -159,8 +176,9 @@ def server_consumers(
             time.sleep(0.01)  # the harness: seldom, so it takes the GIL from them seldom
         elapsed = time.perf_counter() - started
         for c in consumers:
-            expected = FIRST_OFFSET + counts[c.spec.partition]
-            if c.end_reason != "rowLimit" or c.next_offset != expected or c.rows != expected - 1:
+            expected = first_offset + counts[c.spec.partition]
+            rows = expected - first_offset
+            if c.end_reason != "rowLimit" or c.next_offset != expected or c.rows != rows:
                 raise RuntimeError(f"{c.spec.segment}: {c.end_reason} at {c.next_offset}")
         return sum(c.rows for c in consumers), elapsed
     finally:
@@ -196,6 +214,8 @@ def line(label: str, rows: int, seconds: float) -> str:
 class Sides:
     """Runs one side of the comparison over the filled topic."""
 
+    names = SIDES
+
     def __init__(self, client: redis.Redis, topic: str, counts: dict[int, int], batch: int):
         self.client, self.raw = client, unparsed_client(client)
         self.topic, self.counts, self.batch = topic, counts, batch
@@ -205,24 +225,80 @@ class Sides:
             return xrange_loop(self.raw, self.topic, self.batch, raw=True)
         if side == "parsed":
             return xrange_loop(self.client, self.topic, self.batch, raw=False)
-        return server_consumers(self.client, self.topic, self.counts, self.batch, run)
+        provider = RedisStreamProvider(self.client, self.topic)
+        return server_consumers(provider, self.counts, self.batch, run)
 
 
-def measure(sides: Sides, total: int, repeat: int) -> None:
-    """`repeat` runs of the three sides (rotating the first), each run's figures and ratios,
-    then the median ratios and the ratios of each side's best time (load bursts on a shared
-    machine only ever slow a side down)."""
-    names = list(SIDES)
+KAFKA_SIDES = {"plain": "plain confluent-kafka consume loop", "server": "server (4 consumers)"}
+
+
+def kafka_consume_loop(bootstrap: str, topic: str, total: int, batch: int) -> tuple[int, float]:
+    """All partitions through one plain consumer into per-partition lists: (rows, seconds)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": "false",
+            "auto.offset.reset": "error",
+        }
+    )
+    kept: dict[int, tuple[list[int], list[bytes]]] = {p: ([], []) for p in range(PARTITIONS)}
+    started = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, KAFKA_FIRST_OFFSET) for p in range(PARTITIONS)])
+    rows = 0
+    while rows < total:
+        messages = consumer.consume(batch, 0)
+        if not messages:
+            first = consumer.poll(5.0)
+            if first is None:
+                raise RuntimeError(f"the plain loop saw nothing for 5 s at {rows} rows")
+            messages = [first]
+        for message in messages:
+            if message.error() is not None:
+                raise RuntimeError(f"plain loop: {message.error()}")
+            offsets, values = kept[message.partition()]
+            offsets.append(message.offset())
+            values.append(message.value())
+        rows += len(messages)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return rows, elapsed
+
+
+class KafkaSides:
+    """The two sides of the Kafka comparison over the filled topic."""
+
+    names = KAFKA_SIDES
+
+    def __init__(self, admin: KafkaTopicAdmin, topic: str, counts: dict[int, int], batch: int):
+        self.admin, self.topic, self.counts, self.batch = admin, topic, counts, batch
+
+    def run(self, side: str, run: int) -> tuple[int, float]:
+        if side == "plain":
+            total = sum(self.counts.values())
+            return kafka_consume_loop(self.admin.bootstrap, self.topic, total, self.batch)
+        with self.admin.provider(self.topic) as provider:
+            return server_consumers(provider, self.counts, self.batch, run, KAFKA_FIRST_OFFSET)
+
+
+def measure(sides: Sides | KafkaSides, total: int, repeat: int) -> None:
+    """`repeat` runs of the sides (rotating the first), each run's figures and ratios, then the
+    median ratios and the ratios of each side's best time (load bursts on a shared machine only
+    ever slow a side down)."""
+    labels = sides.names
+    names = list(labels)
     times: dict[str, list[float]] = {side: [] for side in names}
     for run in range(repeat):
-        order = names[run % 3 :] + names[: run % 3]
+        order = names[run % len(names) :] + names[: run % len(names)]
         print(f"run {run + 1} ({order[0]} first):")
         for side in order:
             rows, seconds = sides.run(side, run)
             if rows != total:
                 raise RuntimeError(f"{side} read {rows} rows, not {total}")
             times[side].append(seconds)
-            print("  " + line(SIDES[side], rows, seconds))
+            print("  " + line(labels[side], rows, seconds))
         print("  " + ratios(times, lambda found: found[-1]))
     print(f"median over {repeat} runs: " + ratios(times, statistics.median, per_run=True))
     print(f"best of {repeat} runs: " + ratios(times, min))
@@ -232,13 +308,16 @@ def ratios(
     times: dict[str, list[float]], pick: Callable[[list[float]], float], per_run: bool = False
 ) -> str:
     """server / plain loop and server / parsed loop (rows/s over rows/s: time over time)."""
+    refs = [side for side in times if side != "server"]
     if per_run:  # the median of the runs' ratios
         of = {
             ref: pick([r / s for r, s in zip(times[ref], times["server"], strict=True)])
-            for ref in ("plain", "parsed")
+            for ref in refs
         }
     else:
-        of = {ref: pick(times[ref]) / pick(times["server"]) for ref in ("plain", "parsed")}
+        of = {ref: pick(times[ref]) / pick(times["server"]) for ref in refs}
+    if "parsed" not in of:  # the Kafka comparison
+        return f"ratio server / plain consume loop: {of['plain']:.2f}"
     return (
         f"ratio server / plain XRANGE loop: {of['plain']:.2f} (goal >= 0.8); "
         f"server / parsed loop: {of['parsed']:.2f}"
@@ -251,10 +330,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batch", type=int, default=2000, help="fetch / XRANGE chunk size")
     parser.add_argument("--redis-url", default=None, help="default: the REDIS_URL setting")
+    parser.add_argument("--stream", choices=("redis", "kafka"), default="redis")
+    parser.add_argument("--bootstrap", default=None, help="Kafka brokers (default: a mock)")
     args = parser.parse_args()
     settings = django_settings()
     url = args.redis_url or settings.REDIS_URL
     logging.getLogger("tables.server.consumer").setLevel(logging.WARNING)  # no line per segment
+    if args.stream == "kafka":
+        return kafka_main(args)
 
     client = get_redis(url)  # the client a server's provider gets
     admin = RedisTopicAdmin(client)
@@ -281,6 +364,54 @@ def main() -> int:
         measure(sides, total, args.repeat)
     finally:
         admin.delete_topic(topic)
+    return 0
+
+
+def kafka_main(args: argparse.Namespace) -> int:
+    import confluent_kafka
+
+    mock = None
+    bootstrap = args.bootstrap
+    rows = args.rows
+    if bootstrap is None:
+        from tests.kafka_mock import start_mock
+
+        mock = start_mock(brokers=3)
+        bootstrap = mock.bootstrap
+        source = list(read_rows(FIXTURES / "githubEvents_2021-07-21-few-hours.json"))
+        mean = sum(len(row.text or "") + 40 for row in source) / len(source)
+        rows = min(rows, int(PARTITIONS * MOCK_PARTITION_BYTES / mean))
+    admin = mock.admin() if mock is not None else KafkaTopicAdmin(bootstrap)
+    topic = f"bench-ingest-{uuid.uuid4().hex[:10]}"
+    print(
+        f"CPUs: {os.cpu_count()}; Python {sys.version.split()[0]}; confluent-kafka "
+        f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}); "
+        f"Kafka at {bootstrap}" + (" (librdkafka's mock cluster)" if mock else "")
+    )
+    try:
+        started = time.perf_counter()
+        counts, mean = fill(admin, topic, rows)
+        total = sum(counts.values())
+        with admin.provider(topic) as provider:
+            low = [provider.earliest_offset(p) for p in range(PARTITIONS)]
+        if any(low):
+            raise RuntimeError(f"the cluster dropped rows while filling (low watermarks {low})")
+        print(
+            f"topic {topic}: {total} githubEvents rows (~{mean:.0f} bytes each) in {PARTITIONS} "
+            f"partitions {[counts[p] for p in range(PARTITIONS)]}, filled in "
+            f"{time.perf_counter() - started:.1f} s; batch {args.batch}"
+        )
+        sides = KafkaSides(admin, topic, counts, args.batch)
+        warm = {side: sides.run(side, -1)[1] for side in KAFKA_SIDES}
+        print("warm-up (not counted): " + ", ".join(f"{s} {t:.2f} s" for s, t in warm.items()))
+        measure(sides, total, args.repeat)
+    finally:
+        try:
+            admin.delete_topic(topic)
+        finally:
+            admin.close()
+            if mock is not None:
+                mock.stop()
     return 0
 
 

@@ -1,9 +1,10 @@
 """Stream plugins behind one interface (see `base` for the offset and data-loss contract).
 
-Importing this package registers the embedded Redis Streams plugin (`streamType: redis`).
+Importing this package registers the embedded Redis Streams plugin (`streamType: redis`) and the
+Kafka plugin (`streamType: kafka`).
 """
 
-from tables.streams import redis_streams
+from tables.streams import kafka, redis_streams
 from tables.streams.base import (
     LARGEST,
     SMALLEST,
@@ -37,6 +38,7 @@ __all__ = [
     "TopicNotFound",
     "UnknownStreamType",
     "fetch_timeout_ms",
+    "kafka",
     "offset_reset_criteria",
     "provider_for",
     "redis_streams",

@@ -1,7 +1,13 @@
-"""Produce rows to a topic of the embedded Redis stream at settings.REDIS_URL.
+"""Produce rows to a topic of the embedded Redis stream at settings.REDIS_URL, or of Kafka.
 
     manage.py produce --topic T --partitions N --rate R (--file rows.json | --schema S)
                       [--count C] [--key-field F] [--key-prefix P] [--batch-size B]
+                      [--stream redis | --stream kafka --bootstrap HOST:PORT[,HOST:PORT...]]
+
+`--stream` picks the stream: `redis` (the default, the embedded one; `--key-prefix` is its key
+prefix) or `kafka` (`--bootstrap` is the cluster's broker list; topics are created and grown
+through Kafka's Admin API, so a cluster without it, such as librdkafka's mock, needs the topic
+created beforehand with at least N partitions).
 
 The topic is created with N partitions when missing, and grown to N when it has fewer; asking for
 fewer partitions than it has is refused (partition counts only grow). `--file` replays a JSON-lines
@@ -24,7 +30,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tables.redisconn import get_redis
-from tables.streams.base import StreamError
+from tables.streams.base import StreamError, StreamProvider, TopicAdmin
+from tables.streams.kafka import FIRST_OFFSET as KAFKA_FIRST_OFFSET
+from tables.streams.kafka import KafkaTopicAdmin
 from tables.streams.producer import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_KEY_FIELD,
@@ -37,7 +45,6 @@ from tables.streams.producer import (
 from tables.streams.redis_streams import (
     DEFAULT_KEY_PREFIX,
     FIRST_OFFSET,
-    RedisStreamProvider,
     RedisTopicAdmin,
 )
 
@@ -59,6 +66,10 @@ class Command(BaseCommand):
         parser.add_argument("--key-field", default=DEFAULT_KEY_FIELD)
         parser.add_argument("--key-prefix", default=DEFAULT_KEY_PREFIX, help="Redis key prefix")
         parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+        parser.add_argument("--stream", choices=("redis", "kafka"), default="redis")
+        parser.add_argument(
+            "--bootstrap", default=None, help="Kafka broker list host:port[,...] (--stream kafka)"
+        )
 
     def handle(self, *args: object, **options: Any) -> None:
         topic: str = options["topic"]
@@ -67,8 +78,8 @@ class Command(BaseCommand):
             raise CommandError("--partitions must be >= 1; --rate and --count must be >= 0")
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be >= 1")
+        admin, self._first_offset = self._admin(options)
         rows = self._rows(options)
-        admin = RedisTopicAdmin(get_redis(settings.REDIS_URL), options["key_prefix"])
         self._provider = admin.provider(topic)
         producer = Producer(
             admin,
@@ -89,9 +100,26 @@ class Command(BaseCommand):
             interrupted = True
         except (StreamError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
+        except NotImplementedError as exc:
+            raise CommandError(str(exc)) from exc
         except redis.RedisError as exc:
             raise CommandError(f"Redis at {settings.REDIS_URL} failed: {exc}") from exc
+        finally:
+            if isinstance(admin, KafkaTopicAdmin):
+                admin.close()
         self._summary(producer.stats, topic, partitions, interrupted)
+        self._provider.close()
+
+    @staticmethod
+    def _admin(options: dict[str, Any]) -> tuple[RedisTopicAdmin | KafkaTopicAdmin, int]:
+        """The stream's admin and its first offset."""
+        if options["stream"] == "kafka":
+            if not options["bootstrap"]:
+                raise CommandError("--stream kafka needs --bootstrap HOST:PORT[,HOST:PORT...]")
+            return KafkaTopicAdmin(options["bootstrap"]), KAFKA_FIRST_OFFSET
+        if options["bootstrap"]:
+            raise CommandError("--bootstrap is for --stream kafka")
+        return RedisTopicAdmin(get_redis(settings.REDIS_URL), options["key_prefix"]), FIRST_OFFSET
 
     def _rows(self, options: dict[str, Any]) -> Iterable[SourceRow]:
         if options["file"] is not None:
@@ -109,19 +137,16 @@ class Command(BaseCommand):
         except (OSError, ValueError, KeyError) as exc:
             raise CommandError(f"cannot use schema {options['schema']}: {exc}") from exc
 
-    @staticmethod
-    def _messages_so_far(admin: RedisTopicAdmin, topic: str) -> int:
+    def _messages_so_far(self, admin: TopicAdmin, topic: str) -> int:
         """How many messages the topic has ever received (offsets are never reused, even after
         retention trims): this run's keys start there, so they never repeat an earlier run's."""
-        provider = admin.provider(topic)
-        try:
-            return sum(
-                provider.latest_offset(p) - FIRST_OFFSET for p in range(provider.partition_count())
-            )
-        finally:
-            provider.close()
+        provider = self._provider
+        return sum(
+            provider.latest_offset(p) - self._first_offset
+            for p in range(provider.partition_count())
+        )
 
-    def _ensure_topic(self, admin: RedisTopicAdmin, topic: str, partitions: int) -> None:
+    def _ensure_topic(self, admin: TopicAdmin, topic: str, partitions: int) -> None:
         before = admin.ensure_topic(topic, partitions)
         if before == 0:
             self.stdout.write(f"created topic {topic!r} with {partitions} partitions")
@@ -134,7 +159,7 @@ class Command(BaseCommand):
             self.stdout.write(f"topic {topic!r}: partitions {before} -> {partitions}")
 
     def _offsets(self, partitions: int) -> str:
-        provider: RedisStreamProvider = self._provider
+        provider: StreamProvider = self._provider
         try:
             return " ".join(f"p{p}={provider.latest_offset(p)}" for p in range(partitions))
         except (StreamError, ValueError, redis.RedisError) as exc:

@@ -246,12 +246,12 @@ def test_provider_for_builds_the_redis_plugin_from_a_stream_config(
 
 def test_an_unknown_stream_type_names_the_known_ones(settings):
     assert "redis" in stream_types()
-    config = {"streamType": "kafka", "stream.kafka.topic.name": "t"}
+    config = {"streamType": "kinesis", "stream.kinesis.topic.name": "t"}
     with pytest.raises(UnknownStreamType) as caught:
         provider_for(config, settings.REDIS_URL)
     # Other plugins may be registered in this process; "redis" always is.
     message = str(caught.value)
-    assert message.startswith("stream type 'kafka' has no plugin in this installation (known: ")
+    assert message.startswith("stream type 'kinesis' has no plugin in this installation (known: ")
     assert "redis" in message.rsplit("known: ", 1)[1]
     with pytest.raises(StreamError, match=r"stream\.redis\.topic\.name"):
         provider_for({"streamType": "redis"}, settings.REDIS_URL)
