@@ -1,14 +1,24 @@
-"""Segment build throughput: the Spark builder (warm session) against pyarrow doing the same work.
+"""Segment build throughput: the Spark builder (warm session) against pyarrow doing the same work,
+and N small segments built in one batch against the same N built one by one.
 
 Both sides start from the same staged (offset, JSON message) rows, shaped like githubEvents, and
 do the same work: decode each message per the schema, derive the time column
 (`fromDateTime(created_at, ...)`), sort by time, write one Parquet file and compute per-column
 statistics. The Spark side is the real `build_from_staging` (including the tar.gz packing); the
-pyarrow side is written here with pyarrow's JSON reader and compute functions.
+pyarrow side is written here with pyarrow's JSON reader and compute functions. Warm means what a
+long-running spark worker has: `--warmup` builds of `--warmup-rows` rows come first (the JVM's JIT
+compiles the JSON parser during the first few hundred thousand rows), and pyarrow is warmed too.
+Each size runs `--repeat` times, Spark and pyarrow back to back; the ratio is of the medians.
 
-    .venv/bin/python bench/build.py [--rows 100000 1000000] [--master local[2]]
+The batch part (`--batch 16 --batch-rows 1000`): 16 segments of 1,000 rows built one after the
+other with `build_from_staging`, then the same 16 in one `build_batch` (what the spark worker does
+with the builds of a pause), with the check that every batched tar equals its single build.
 
-Prints rows/s of each and their ratio (Spark / pyarrow) for every size. Needs no services.
+    .venv/bin/python bench/build.py [--rows 100000 1000000] [--master local[2]] [--repeat 2]
+
+Prints rows/s of each, their ratio (Spark / pyarrow) for every size and the goal (issue 18:
+1M rows at least 0.7x, 100k at least 0.3x), the Spark phases, then the batch times. Needs no
+services.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +40,13 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.json as pj  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from tables.segments.builder import BuildRequest, build_from_staging, write_staging  # noqa: E402
+from tables.segments.builder import (  # noqa: E402
+    BatchItem,
+    BuildRequest,
+    build_batch,
+    build_from_staging,
+    write_staging,
+)
 from tables.segments.spark import get_session  # noqa: E402
 
 FIXTURES = Path(os.environ.get("PINOT_FIXTURES", ROOT.parent / "shared" / "fixtures" / "pinot"))
@@ -69,63 +86,121 @@ def pyarrow_build(messages: list[bytes], out: Path) -> int:
     return table.num_rows
 
 
+def request_for(name: str, rows: int, schema: dict, config: dict) -> BuildRequest:
+    return BuildRequest(
+        table_name="githubEvents",
+        segment_name=f"githubEvents__0__{name}__20210721T0600Z",
+        schema=schema,
+        table_config=config,
+        start_offset=1,
+        end_offset=rows + 1,
+        creation_time_ms=1626847200000,
+    )
+
+
+def batch_part(spark, work: Path, schema: dict, config: dict, count: int, rows: int) -> None:
+    """`count` segments of `rows` rows: one by one, then in one batch; the tars must be equal."""
+    staging = work / "batch-rows.parquet"
+    write_staging(enumerate(github_like(rows), start=1), staging)
+    requests = [request_for(str(1000 + i), rows, schema, config) for i in range(count)]
+    started = time.perf_counter()
+    alone = [
+        build_from_staging(spark, req, str(staging), work / f"alone-{i}")
+        for i, req in enumerate(requests)
+    ]
+    alone_s = time.perf_counter() - started
+    items = [BatchItem(req, str(staging), work / f"batched-{i}") for i, req in enumerate(requests)]
+    started = time.perf_counter()
+    batched = build_batch(spark, items, work / "batch-scratch")
+    batch_s = time.perf_counter() - started
+    for one, many in zip(alone, batched, strict=True):
+        assert not isinstance(many, Exception), many
+        assert one.tar_path.read_bytes() == many.tar_path.read_bytes(), one.segment_name
+    print(
+        f"{count} segments of {rows:,} rows: one by one {alone_s:.2f} s "
+        f"({alone_s / count:.2f} s each), in one batch {batch_s:.2f} s "
+        f"({alone_s / batch_s:.1f}x faster; every tar identical to its single build)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each size (median)")
+    parser.add_argument("--warmup", type=int, default=2, help="uncounted Spark builds first")
+    parser.add_argument("--warmup-rows", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=16, help="segments batched (0: none)")
+    parser.add_argument("--batch-rows", type=int, default=1_000)
     args = parser.parse_args()
 
     schema = json.loads((FIXTURES / "githubEvents_schema.json").read_text())
     config = json.loads((FIXTURES / "githubEvents_realtime_table_config.json").read_text())
     spark = get_session(args.master, "2g")
     print(f"Spark {spark.version} {args.master}; pyarrow {pa.__version__}")
+    goals = {100_000: 0.3, 1_000_000: 0.7}
 
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         work = Path(tmp)
-
         phases: dict[int, dict[str, float]] = {}
 
         def spark_build(messages: list[bytes], name: str) -> float:
             staging = work / f"{name}.parquet"
             write_staging(enumerate(messages, start=1), staging)
-            request = BuildRequest(
-                table_name="githubEvents",
-                segment_name=f"githubEvents__0__{name}__20210721T0600Z",
-                schema=schema,
-                table_config=config,
-                start_offset=1,
-                end_offset=len(messages) + 1,
-                creation_time_ms=int(time.time() * 1000),
-            )
+            request = request_for(name, len(messages), schema, config)
             (work / name).mkdir()
             started = time.perf_counter()
             result = build_from_staging(spark, request, staging.as_uri(), work / name)
             elapsed = time.perf_counter() - started
             assert result.total_docs == len(messages), result
-            phases[len(messages)] = {"setup": 0.0, **result.phase_seconds}
-            phases[len(messages)]["setup"] = round(elapsed - sum(result.phase_seconds.values()), 3)
+            spent = {k: v for k, v in result.phase_seconds.items() if k != "batch_size"}
+            phases[len(messages)] = {"setup": round(elapsed - sum(spent.values()), 3), **spent}
+            staging.unlink()
             return elapsed
 
-        spark_build(github_like(2_000), "0")  # warm the session: JVM, codegen, Python workers
-        print(
-            f"{'rows':>10} {'spark s':>9} {'spark rows/s':>13} {'arrow s':>9} "
-            f"{'arrow rows/s':>13} {'ratio':>6}"
-        )
-        for count in args.rows:
-            messages = github_like(count)
-            spark_s = spark_build(messages, str(count))
-            arrow_dir = work / f"arrow-{count}"
+        def arrow_build(messages: list[bytes], name: str) -> float:
+            arrow_dir = work / f"arrow-{name}"
             arrow_dir.mkdir()
             started = time.perf_counter()
-            assert pyarrow_build(messages, arrow_dir) == count
-            arrow_s = time.perf_counter() - started
-            print(
-                f"{count:>10} {spark_s:>9.2f} {count / spark_s:>13,.0f} {arrow_s:>9.2f} "
-                f"{count / arrow_s:>13,.0f} {arrow_s / spark_s:>6.2f}"
+            assert pyarrow_build(messages, arrow_dir) == len(messages)
+            return time.perf_counter() - started
+
+        warm = github_like(args.warmup_rows)
+        for i in range(args.warmup):  # JVM, JIT, codegen, Python workers
+            spark_build(warm, f"90{i}")
+        arrow_build(warm, "warm")
+        print(
+            f"{'rows':>10} {'run':>4} {'spark s':>9} {'spark rows/s':>13} {'arrow s':>9} "
+            f"{'arrow rows/s':>13} {'ratio':>6}"
+        )
+        summary = []
+        for count in args.rows:
+            messages = github_like(count)
+            spark_times, arrow_times = [], []
+            for run in range(1, args.repeat + 1):
+                spark_s = spark_build(messages, f"{count}{run}")
+                arrow_s = arrow_build(messages, f"{count}-{run}")
+                spark_times.append(spark_s)
+                arrow_times.append(arrow_s)
+                print(
+                    f"{count:>10} {run:>4} {spark_s:>9.2f} {count / spark_s:>13,.0f} "
+                    f"{arrow_s:>9.2f} {count / arrow_s:>13,.0f} {arrow_s / spark_s:>6.2f}",
+                    flush=True,
+                )
+            spark_s, arrow_s = statistics.median(spark_times), statistics.median(arrow_times)
+            goal = goals.get(count)
+            wanted = f" (goal: at least {goal}x)" if goal else ""
+            summary.append(
+                f"{count:>10} rows: Spark {spark_s:.2f} s, pyarrow {arrow_s:.2f} s (medians): "
+                f"ratio {arrow_s / spark_s:.2f}x{wanted}"
             )
-        print("Spark build phases (seconds):")
+            del messages
+        print("\n".join(summary))
+        print("Spark build phases of the last run (seconds):")
         for count in args.rows:
             print(f"{count:>10} " + "  ".join(f"{k} {v:.2f}" for k, v in phases[count].items()))
+        if args.batch:
+            batch_part(spark, work, schema, config, args.batch, args.batch_rows)
     return 0
 
 

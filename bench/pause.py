@@ -4,23 +4,25 @@ ordinary segment commit, measured in the same run on the same processes.
 The stack is real and started here: the Celery workers (default queue, and the spark queue whose
 one local-mode Spark process builds every segment), a controller and three servers, on the test
 services' ZooKeeper and Redis (`make test-services-up` first), in a ZooKeeper chroot and a Redis
-database of their own (TEST_SLOT 14). One table of `--partitions` (16) partitions, replication 2.
-Each of `--runs` rounds:
-1. produce `--rows` rows over the partitions and wait until both replicas of every partition have
-   consumed them;
+database of their own (TEST_SLOT 14). For each table size of `--partitions` (16 and 64), a table
+of that many partitions (replication 2, its own topic and schema), and each of `--runs` rounds:
+1. produce `--rows-per-partition` rows into every partition and wait until both replicas of every
+   partition have consumed them;
 2. one ordinary commit: `forceCommit?partitions=0`, timed until that segment is DONE and its next
    segment is CONSUMING (the completion protocol, a Spark build, the three ZooKeeper steps);
 3. the pause: `pauseConsumption`, timed until `pauseStatus` says `pauseFlag: true,
    consumingSegments: []` (every partition through the same protocol at once, 2 replicas each);
 4. resume (lastConsumed) for the next round.
-`--warmup` (1) rounds come first and are not counted: the first build starts Spark's JVM.
+`--warmup` (1) rounds come first for each size and are not counted: the first build starts
+Spark's JVM.
 
     make test-services-up
-    .venv/bin/python bench/pause.py [--partitions 16] [--rows 1600] [--runs 3] [--warmup 1]
+    .venv/bin/python bench/pause.py [--partitions 16 64] [--rows-per-partition 100] [--runs 3]
 
-Prints each run's two times (with the pause's Spark builds: count, median and summed duration;
-one spark worker slot builds them one after the other), the medians and the ratio pause / one
-commit.
+Prints each run's two times (with the pause's Spark builds: how many, in how many batches of
+which sizes, and each batch's wall time; the spark worker's one slot builds the pending builds of
+a pause together, `tables.builds`), then for each size the medians, the ratio pause / one commit
+and the goal (issue 18: 16 partitions at most 2x, 64 at most 3x).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import tests.envdefaults  # noqa: E402 - the test services, slot 14 (before Djan
 
 os.environ["DATABASE_TEST_NAME"] = str(Path(os.environ["VAR_DIR"]) / "bench_pause.sqlite3")
 os.environ["DATABASE_URL"] = f"sqlite:///{os.environ['DATABASE_TEST_NAME']}"
+os.environ["DATABASE_TEST_URL"] = os.environ["DATABASE_URL"]  # the workers' database: this one
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 import django  # noqa: E402
@@ -67,8 +70,6 @@ from tests.ingest_cluster import IngestCluster, replicas_by_server, table_config
 from tests.poll import wait_until  # noqa: E402
 from tests.procs import CeleryProcesses  # noqa: E402
 
-TABLE = "githubEvents_REALTIME"
-
 
 def produce(topic: str, partitions: int, rows: int) -> None:
     schema = tests.envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
@@ -83,9 +84,9 @@ def produce(topic: str, partitions: int, rows: int) -> None:
     )
 
 
-def consuming() -> dict[int, str]:
+def consuming(table: str) -> dict[int, str]:
     ctx = context.current()
-    ideal = read_record(ctx.client, ctx.paths.idealstate(TABLE))
+    ideal = read_record(ctx.client, ctx.paths.idealstate(table))
     out = {}
     for segment in consuming_segments(ideal.record) if ideal else []:
         name = LLCSegmentName.parse(segment)
@@ -94,10 +95,10 @@ def consuming() -> dict[int, str]:
     return out
 
 
-def caught_up(cluster: IngestCluster, latest: dict[int, int]) -> bool:
+def caught_up(cluster: IngestCluster, table: str, latest: dict[int, int]) -> bool:
     """Both replicas of every partition CONSUMING and read up to `latest`."""
     seen: dict[int, list[dict]] = {}
-    for items in replicas_by_server(cluster, TABLE).values():
+    for items in replicas_by_server(cluster, table).values():
         for item in items:
             name = LLCSegmentName.parse(item["segmentName"])
             if name is not None and item.get("phase") == "CONSUMING":
@@ -108,57 +109,116 @@ def caught_up(cluster: IngestCluster, latest: dict[int, int]) -> bool:
     )
 
 
-def one_commit(manager: ResourceManager, commits: ForceCommitManager) -> float:
-    segment = consuming()[0]
+def one_commit(table: str, manager: ResourceManager, commits: ForceCommitManager) -> float:
+    segment = consuming(table)[0]
     started = time.monotonic()
-    commits.force_commit(TABLE, partitions="0")
+    commits.force_commit(table, partitions="0")
 
     def done() -> bool:
-        meta = manager.segment_metadata(TABLE, segment)
-        return meta.status == "DONE" and 0 in consuming() and consuming()[0] != segment
+        meta = manager.segment_metadata(table, segment)
+        now = consuming(table)
+        return meta.status == "DONE" and 0 in now and now[0] != segment
 
     wait_until(done, timeout=300, interval=0.05, what=f"{segment} committed")
     return time.monotonic() - started
 
 
 def builds_since(moment: datetime) -> str:
-    """The Spark builds that finished since `moment`: how many, their median and summed time (a
-    sum close to the pause's wall time means they ran one after the other)."""
+    """The Spark builds that finished since `moment`: how many, in how many batches (by batch
+    leader) of which sizes, and each batch's wall time (its builds share it)."""
     from tables.models import Job
 
-    durations = [
-        ms / 1000
-        for ms in Job.objects.filter(
-            kind=Job.Kind.BUILD, status=Job.Status.SUCCEEDED, finished_at__gte=moment
-        ).values_list("duration_ms", flat=True)
-        if ms is not None
-    ]
-    if not durations:
+    jobs = Job.objects.filter(
+        kind=Job.Kind.BUILD, status=Job.Status.SUCCEEDED, finished_at__gte=moment
+    ).values_list("task_id", "duration_ms", "details")
+    batches: dict[str, tuple[int, float]] = {}
+    count = 0
+    for task_id, ms, details in jobs:
+        count += 1
+        batch = (details or {}).get("batch") or {}
+        leader = batch.get("leader") or task_id
+        batches[leader] = (int(batch.get("size", 1)), (ms or 0) / 1000)
+    if not count:
         return "no build recorded"
-    return (
-        f"{len(durations)} builds, median {statistics.median(durations):.2f} s, "
-        f"sum {sum(durations):.2f} s"
+    shown = sorted(batches.values(), key=lambda item: -item[0])
+    return f"{count} builds in {len(batches)} batches: " + ", ".join(
+        f"{size} in {seconds:.2f} s" for size, seconds in shown
     )
 
 
-def pause(pauses: PauseManager) -> float:
+def pause(table: str, pauses: PauseManager) -> float:
     started = time.monotonic()
-    pauses.pause(TABLE, comment="bench")
+    pauses.pause(table, comment="bench")
 
     def done() -> bool:
-        status = pauses.status(TABLE)
+        status = pauses.status(table)
         return status["pauseFlag"] is True and status["consumingSegments"] == []
 
-    wait_until(done, timeout=600, interval=0.05, what="pauseStatus consumingSegments: []")
+    wait_until(done, timeout=900, interval=0.05, what="pauseStatus consumingSegments: []")
     return time.monotonic() - started
+
+
+def add_table(manager: ResourceManager, raw: str, topic: str) -> str:
+    """A githubEvents table named `raw` (with a copy of the schema under that name) on `topic`."""
+    schema = load("githubEvents_schema.json")
+    schema["schemaName"] = raw
+    manager.add_schema(schema)
+    config = table_config(
+        topic,
+        **{
+            "realtime.segment.flush.threshold.segment.rows": "1000000",
+            "realtime.segment.flush.threshold.time": "6h",
+        },
+    )
+    config["tableName"] = raw
+    config["segmentsConfig"]["schemaName"] = raw
+    manager.add_table(config)
+    return f"{raw}_REALTIME"
+
+
+def measure(
+    cluster: IngestCluster, partitions: int, args: argparse.Namespace, topics: list[str]
+) -> tuple[float, float]:
+    """Median one-commit and pause times for a table of `partitions` partitions."""
+    manager = ResourceManager(context.current())
+    topic = f"bench-pause-{partitions}-{uuid.uuid4().hex[:8]}"
+    RedisTopicAdmin(get_redis(settings.REDIS_URL)).create_topic(topic, partitions)
+    topics.append(topic)
+    table = add_table(manager, f"pause{partitions}", topic)
+    commits = ForceCommitManager(context.current(), source="bench")
+    pauses = PauseManager(context.current(), commits)
+    stream = RedisStreamProvider(get_redis(settings.REDIS_URL), topic)
+    commit_times, pause_times = [], []
+    for run in range(1 - args.warmup, args.runs + 1):
+        produce(topic, partitions, args.rows_per_partition * partitions)
+        latest = {p: stream.latest_offset(p) for p in range(partitions)}
+        wait_until(
+            lambda latest=latest: caught_up(cluster, table, latest),
+            timeout=600,
+            what="rows consumed",
+        )
+        one = one_commit(table, manager, commits)
+        paused_at = datetime.now(UTC)
+        whole = pause(table, pauses)
+        label = f"run {run}" if run > 0 else "warm-up"
+        print(
+            f"  {partitions:>3} partitions {label:>7}: one segment commit {one:6.2f} s   "
+            f"pause x 2 replicas {whole:6.2f} s ({builds_since(paused_at)})",
+            flush=True,
+        )
+        if run > 0:
+            commit_times.append(one)
+            pause_times.append(whole)
+        pauses.resume(table)
+    return statistics.median(commit_times), statistics.median(pause_times)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--partitions", type=int, default=16)
-    parser.add_argument("--rows", type=int, default=1600)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--rows-per-partition", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds (Spark's JVM)")
+    parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds per table size")
     args = parser.parse_args()
     Path(os.environ["DATABASE_TEST_NAME"]).unlink(missing_ok=True)
     call_command("migrate", verbosity=0)
@@ -166,8 +226,9 @@ def main() -> int:
     workers.start()
     settings.ZK_HOSTS = workers.zk_hosts
     cluster = IngestCluster(workers.zk_hosts, tests.envdefaults.VAR_DIR / "bench-servers", "bench")
-    topic = f"bench-pause-{uuid.uuid4().hex[:8]}"
     admin = RedisTopicAdmin(get_redis(settings.REDIS_URL))
+    topics: list[str] = []
+    results: dict[int, tuple[float, float]] = {}
     try:
         call_command("init_cluster", verbosity=0)
         cluster.start_controller()
@@ -181,50 +242,22 @@ def main() -> int:
             timeout=90,
             what="3 servers",
         )
-        admin.create_topic(topic, args.partitions)
-        manager = ResourceManager(context.current())
-        manager.add_schema(load("githubEvents_schema.json"))
-        manager.add_table(
-            table_config(
-                topic,
-                **{
-                    "realtime.segment.flush.threshold.segment.rows": "1000000",
-                    "realtime.segment.flush.threshold.time": "6h",
-                },
-            )
-        )
-        commits = ForceCommitManager(context.current(), source="bench")
-        pauses = PauseManager(context.current(), commits)
-        stream = RedisStreamProvider(get_redis(settings.REDIS_URL), topic)
-        commit_times, pause_times = [], []
-        for run in range(1 - args.warmup, args.runs + 1):
-            produce(topic, args.partitions, args.rows)
-            latest = {p: stream.latest_offset(p) for p in range(args.partitions)}
-            wait_until(
-                lambda latest=latest: caught_up(cluster, latest), timeout=300, what="rows consumed"
-            )
-            one = one_commit(manager, commits)
-            paused_at = datetime.now(UTC)
-            whole = pause(pauses)
-            label = f"run {run}" if run > 0 else "warm-up"
+        for partitions in args.partitions:
+            results[partitions] = measure(cluster, partitions, args, topics)
+        goals = {16: 2.0, 64: 3.0}
+        for partitions, (one, whole) in results.items():
+            goal = goals.get(partitions)
+            wanted = f" (goal: at most {goal:.0f}x)" if goal else ""
             print(
-                f"  {label:>7}: one segment commit {one:7.2f} s   "
-                f"pause of {args.partitions} partitions x 2 replicas {whole:7.2f} s "
-                f"({builds_since(paused_at)})",
-                flush=True,
+                f"{partitions:>3} partitions: one segment commit, median {one:.2f} s; pause to "
+                f"consumingSegments [], median {whole:.2f} s; ratio pause / one commit "
+                f"{whole / one:.1f}x{wanted}"
             )
-            if run > 0:
-                commit_times.append(one)
-                pause_times.append(whole)
-            pauses.resume(TABLE)
-        one, whole = statistics.median(commit_times), statistics.median(pause_times)
-        print(f"one segment commit, median:   {one:.2f} s")
-        print(f"pause to consumingSegments [], median: {whole:.2f} s")
-        print(f"ratio pause / one commit: {whole / one:.1f}x")
     finally:
         cluster.stop()
         workers.stop()
-        admin.delete_topic(topic)
+        for topic in topics:
+            admin.delete_topic(topic)
     return 0
 
 

@@ -13,6 +13,20 @@ Contract:
   read), a re-ingestion in `segmentReingestionFailure`, keyed by the raw table name
   (`monitoring.controller_metrics` exposes both as `pinot_server_..._Count`).
 - Nothing here writes ZooKeeper: committing the segment's metadata is the completion protocol's job.
+- Batched builds (`build_segment` with a task id; `tables.build_batches` holds the pending
+  requests): the task that runs first claims its own request, then every other pending one it can
+  (at most `BATCH_MAX_BUILDS` requests and `BATCH_MAX_ROWS` offsets; when others were registered
+  less than `BURST_SETTLE_S` ago it first waits, at most `BURST_WAIT_MAX_S`, for that burst to
+  settle), and builds them with `tables.segments.builder.build_batch`: one Spark job per schema,
+  each segment byte-identical to its build alone. Each request is its own `Job` row (its own task
+  id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or fails on
+  its own, and a failure is counted once, by the batch; the batch hands each other request's
+  outcome over at once (`on_outcome`: the Celery task stores it as that task's result). The task
+  of a request a batch built returns the outcome recorded in its Job row (a failure: raises
+  `BuildError` with the recorded error) without building again, then builds what is still pending
+  (instead of leaving it to the tasks queued behind it); while another batch still holds its
+  claim, it waits. A request whose staging file is gone when claimed (its committer gave up) is
+  left to its own task. Without Redis a task builds alone.
 - Fault injection (tests only, `tables.faults`): a committer's build (`build_segment`, not a
   re-ingestion) of `segment` fails before Spark is asked when `spark.<segment>.build_fails` or
   `spark.build_fails` trips in the process that runs it (the spark worker's
@@ -21,27 +35,35 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from tables import faults
+from tables.build_batches import BatchLimits, BuildQueue, Heartbeat, PendingBuild
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
 from tables.domain.names import LLCSegmentName, raw_table_name, table_name_with_type
+from tables.domain.schema import Schema
 from tables.domain.table_config import TableConfig
 from tables.models import DurableCounter, Job
+from tables.redisconn import get_redis
 from tables.segments.builder import (
+    BatchItem,
     BuildRequest,
     BuildResult,
-    build_from_staging,
+    build_batch,
     build_from_stream,
 )
 from tables.segments.deepstore import DeepStore
@@ -50,6 +72,8 @@ from tables.segments.spark import get_session
 from tables.streams.redis_streams import DEFAULT_KEY_PREFIX
 
 __all__ = [
+    "BATCH_MAX_BUILDS",
+    "BATCH_MAX_ROWS",
     "BUILD_FAILURES",
     "REINGEST_FAILURES",
     "BuildOutcome",
@@ -60,6 +84,13 @@ __all__ = [
 
 BUILD_FAILURES = "segmentBuildFailure"  # Pinot's ServerMeter.SEGMENT_BUILD_FAILURE
 REINGEST_FAILURES = "segmentReingestionFailure"  # Pinot's ServerMeter.SEGMENT_REINGESTION_FAILURE
+BATCH_MAX_BUILDS = 128  # requests in one batch
+BATCH_MAX_ROWS = 5_000_000  # offsets in one batch (the first request is always taken)
+BURST_SETTLE_S = 0.15  # a burst of requests has settled when none came for this long
+BURST_WAIT_MAX_S = 0.6  # the longest a batch waits for a burst to settle
+CLAIM_POLL_S = 0.2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -132,6 +163,36 @@ def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
         worker=f"{socket.gethostname()}:{os.getpid()}",
         started_at=timezone.now(),
     )
+
+
+def _start_build_jobs(batch: list[PendingBuild]) -> list[Job]:
+    """`_start_job` for every request of a batch, in one transaction (two statements)."""
+    now = timezone.now()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    with transaction.atomic():
+        Job.objects.filter(
+            kind=Job.Kind.BUILD, segment__in=[b.segment for b in batch], status=Job.Status.RUNNING
+        ).update(
+            status=Job.Status.ABANDONED,
+            error="superseded by a later attempt (its process died or was killed)",
+            finished_at=now,
+        )
+        jobs = [
+            Job(
+                kind=Job.Kind.BUILD,
+                table=raw_table_name(b.table),
+                segment=b.segment,
+                task_id=b.task_id,
+                worker=worker,
+                started_at=now,
+            )
+            for b in batch
+        ]
+        if len(jobs) == 1:
+            jobs[0].save()
+        else:
+            Job.objects.bulk_create(jobs)
+    return jobs
 
 
 def failure_key(ctx: ClusterContext, counter: str, table: str, segment: str) -> str:
@@ -219,18 +280,276 @@ def build_segment(
     end_offset: int,
     task_id: str = "",
     output_key: str | None = None,
+    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None = None,
 ) -> BuildOutcome:
     """Build `segment` from the rows a server staged at `staging_key`, and publish it at
     `output_key`, by default the segment's final key. A committing server passes a temporary key
-    (`<raw>/<segment>.tmp.<id>`): only the controller's commit end makes it the segment."""
+    (`<raw>/<segment>.tmp.<id>`): only the controller's commit end makes it the segment.
 
-    def build(work: Path) -> BuildResult:
-        _injected_failure(segment)
-        request, _ = _request(ctx, table, segment, start_offset, end_offset)
-        spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
-        return build_from_staging(spark, request, deep_store().uri_for(staging_key), work)
+    With a `task_id` (the Celery task's), the build is batched (module docstring): it returns the
+    outcome recorded for this task when another task's batch built it, else builds it together
+    with the other pending requests it can claim. `on_outcome(task id, outcome or error)` is
+    called for each of those others once recorded."""
+    mine = PendingBuild(task_id, table, segment, staging_key, start_offset, end_offset, output_key)
+    queue = _queue() if task_id else None
+    if queue is None:
+        return _result(_build_all(ctx, [mine], leader="")[0])
+    try:
+        recorded = _recorded(task_id)
+        if recorded is not None:
+            queue.forget([task_id])  # registered again when its task was published
+        else:
+            recorded = queue.wait_for_claim(mine, _recorded, CLAIM_POLL_S)
+        if recorded is not None:
+            # Built by another batch (its result was handed over already): build what is still
+            # pending meanwhile, rather than leave it to tasks queued behind this one.
+            _help(ctx, queue, task_id, on_outcome)
+            return _result(recorded)
+        batch = queue.gather(mine, _limits(), _recorded, _staged)
+    except redis.RedisError as exc:
+        log.warning("build batching unavailable (%s): building %s alone", exc, segment)
+        return _result(_build_all(ctx, [mine], leader="")[0])
+    return _result(_run_batch(ctx, queue, batch, task_id, on_outcome)[0])
 
-    return _run(ctx, Job.Kind.BUILD, BUILD_FAILURES, table, segment, task_id, build, output_key)
+
+def _help(
+    ctx: ClusterContext,
+    queue: BuildQueue,
+    task_id: str,
+    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
+) -> None:
+    """Build the pending requests nobody claimed yet; a failure here is not this task's."""
+    try:
+        others = queue.claim_others(task_id, [], _limits(), _recorded, _staged)
+        _run_batch(ctx, queue, others, task_id, on_outcome)
+    except Exception:
+        log.exception("building the pending requests for others failed")
+
+
+def _run_batch(
+    ctx: ClusterContext,
+    queue: BuildQueue,
+    batch: list[PendingBuild],
+    leader: str,
+    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
+) -> list[BuildOutcome | Exception]:
+    """Build the claimed `batch`, finish its registrations and hand over the outcomes of the
+    requests that are not `leader`'s own."""
+    if not batch:
+        return []
+    ids = [b.task_id for b in batch]
+    try:
+        with Heartbeat(queue, ids, leader):
+            outcomes = _build_all(ctx, batch, leader=leader)
+    except BaseException:
+        _quietly(queue.release, ids, leader)  # their own tasks build them
+        raise
+    _quietly(queue.finish, ids)
+    for build, outcome in zip(batch, outcomes, strict=True):
+        if on_outcome is not None and build.task_id != leader:
+            try:
+                on_outcome(build.task_id, outcome)
+            except Exception:  # its own task still returns it
+                log.exception("could not hand over the outcome of %s", build.task_id)
+    return outcomes
+
+
+def _limits() -> BatchLimits:
+    return BatchLimits(BATCH_MAX_BUILDS, BATCH_MAX_ROWS, BURST_SETTLE_S, BURST_WAIT_MAX_S)
+
+
+def _staged(staging_key: str) -> bool:
+    return deep_store().exists(staging_key)
+
+
+def _queue() -> BuildQueue | None:
+    try:
+        return BuildQueue(get_redis(settings.REDIS_URL), settings.CLUSTER_NAME)
+    except redis.RedisError as exc:
+        log.warning("build batching unavailable: %s", exc)
+        return None
+
+
+def _quietly(call, *args: object) -> None:
+    try:
+        call(*args)
+    except redis.RedisError as exc:  # claims expire; registrations are dropped when read
+        log.warning("build batching: %s failed: %s", getattr(call, "__name__", call), exc)
+
+
+def _result(outcome: BuildOutcome | BaseException) -> BuildOutcome:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def _request_cached(
+    ctx: ClusterContext, cache: dict[str, tuple[TableConfig, Schema]], build: PendingBuild
+) -> BuildRequest:
+    manager = ClusterReader(ctx)
+    if build.table not in cache:
+        config = manager.get_table_config(build.table)
+        cache[build.table] = (config, manager.get_schema(config.schema_name))
+    config, schema = cache[build.table]
+    return BuildRequest(
+        table_name=config.raw_table_name,
+        segment_name=build.segment,
+        schema=schema.raw,
+        table_config=config.rest,
+        start_offset=build.start_offset,
+        end_offset=build.end_offset,
+        creation_time_ms=_creation_time_ms(manager, build.table, build.segment, ctx.now_ms()),
+    )
+
+
+def _build_all(
+    ctx: ClusterContext, batch: list[PendingBuild], leader: str
+) -> list[BuildOutcome | Exception]:
+    """Build and publish every request of `batch` (one Spark job per schema), recording each
+    attempt as a Job row; one outcome per request, in order (module docstring)."""
+    jobs = _start_build_jobs(batch)
+    started = time.monotonic()
+    started_ms = int(time.time() * 1000)
+    outcomes: list[tuple[BuildResult, str] | Exception | None] = [None] * len(batch)
+    try:
+        store = deep_store()
+        prepared: list[tuple[int, BuildRequest]] = []
+        cache: dict[str, tuple[TableConfig, Schema]] = {}
+        for index, build in enumerate(batch):
+            try:
+                _injected_failure(build.segment)
+                prepared.append((index, _request_cached(ctx, cache, build)))
+            except Exception as exc:  # this request only
+                outcomes[index] = exc
+        if prepared:
+            _build_and_publish(store, batch, prepared, outcomes)
+    except Exception as exc:  # no Spark, no deep store: every request not done yet fails
+        outcomes = [o if o is not None else exc for o in outcomes]
+    duration_ms = int((time.monotonic() - started) * 1000)
+    with transaction.atomic():
+        recorded = [
+            _record(job, outcome, duration_ms, _batch_details(batch, build, leader, started_ms))
+            for job, build, outcome in zip(jobs, batch, outcomes, strict=True)
+        ]
+        fields = ["status", "rows", "incomplete_rows", "bytes", "duration_ms", "error"]
+        Job.objects.bulk_update(jobs, [*fields, "details", "finished_at"])
+    for build, outcome in zip(batch, recorded, strict=True):
+        if isinstance(outcome, Exception):
+            key = failure_key(ctx, BUILD_FAILURES, build.table, build.segment)
+            DurableCounter.increment(BUILD_FAILURES, key)
+    return [
+        o if isinstance(o, Exception) else _outcome(job)
+        for job, o in zip(jobs, recorded, strict=True)
+    ]
+
+
+def _batch_details(
+    batch: list[PendingBuild], build: PendingBuild, leader: str, started_ms: int
+) -> dict[str, object]:
+    """`details.batch` of a Job: the batch's size and leader, and how long this request waited
+    between its registration and the batch's start."""
+    details: dict[str, object] = {"size": len(batch)}
+    if leader:
+        details["leader"] = leader
+    if build.registered_ms:
+        details["queued_ms"] = max(0, started_ms - build.registered_ms)
+    return details
+
+
+def _build_and_publish(
+    store: DeepStore,
+    batch: list[PendingBuild],
+    prepared: list[tuple[int, BuildRequest]],
+    outcomes: list[tuple[BuildResult, str] | Exception | None],
+) -> None:
+    spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
+    with tempfile.TemporaryDirectory(prefix="segment-build-") as tmp:
+        work = Path(tmp)
+        items = [
+            BatchItem(request, store.uri_for(batch[index].staging_key), work / str(index))
+            for index, request in prepared
+        ]
+        results = build_batch(spark, items, work / "scratch")
+        for (index, request), result in zip(prepared, results, strict=True):
+            if isinstance(result, Exception):
+                outcomes[index] = result
+                continue
+            build = batch[index]
+            key = build.output_key or store.segment_key(request.table_name, build.segment)
+            try:
+                outcomes[index] = (result, store.publish(result.tar_path, key))
+            except Exception as exc:
+                outcomes[index] = exc
+
+
+def _record(
+    job: Job,
+    outcome: tuple[BuildResult, str] | Exception | None,
+    duration_ms: int,
+    batch: dict[str, object],
+) -> Job | Exception:
+    """Set `job`'s outcome (the caller saves it and counts failures); the job or the error."""
+    job.duration_ms = duration_ms
+    job.finished_at = timezone.now()
+    if not isinstance(outcome, tuple):
+        exc = outcome if outcome is not None else BuildError("not built")
+        job.status = Job.Status.FAILED
+        job.error = f"{type(exc).__name__}: {exc}"[:4000]
+        job.details = {"batch": batch}
+        return exc
+    result, uri = outcome
+    job.status = Job.Status.SUCCEEDED
+    job.rows = result.total_docs
+    job.incomplete_rows = result.incomplete_rows
+    job.bytes = result.size_bytes
+    job.details = {
+        "crc": result.crc,
+        "incomplete_by_column": result.incomplete_by_column,
+        "problems": result.problems[:10],
+        "phase_seconds": result.phase_seconds,
+        "download_uri": uri,
+        "start_time_ms": result.start_time_ms,
+        "end_time_ms": result.end_time_ms,
+        "batch": batch,
+    }
+    return job
+
+
+def _outcome(job: Job) -> BuildOutcome:
+    details = job.details
+    return BuildOutcome(
+        segment=job.segment,
+        download_uri=details["download_uri"],
+        rows=int(job.rows or 0),
+        incomplete_rows=int(job.incomplete_rows or 0),
+        size_bytes=int(job.bytes or 0),
+        crc=int(details["crc"]),
+        start_time_ms=int(details["start_time_ms"]),
+        end_time_ms=int(details["end_time_ms"]),
+        job_id=job.pk,
+    )
+
+
+def _recorded(task_id: str) -> BuildOutcome | BuildError | None:
+    """The recorded outcome of the build task `task_id`, if an attempt finished (a failure as the
+    error to raise again); None when none did."""
+    job = (
+        Job.objects.filter(
+            kind=Job.Kind.BUILD,
+            task_id=task_id,
+            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
+        )
+        .order_by("-id")
+        .first()
+    )
+    if job is None:
+        return None
+    if job.status == Job.Status.FAILED:
+        return BuildError(job.error or "the build failed")
+    try:
+        return _outcome(job)
+    except (KeyError, TypeError, ValueError):  # recorded before outcomes were kept: build again
+        return None
 
 
 def reingest_segment(

@@ -11,17 +11,26 @@ and the status checker, which only reads, reports every table.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from typing import Any
 
+import redis
 from celery import shared_task
+from celery.signals import before_task_publish
 from django.conf import settings
 
 from tables import builds
+from tables.build_batches import BuildQueue, PendingBuild
 from tables.cluster import context
 from tables.cluster.leadership import lead_controller_for
 from tables.controller.force_commit import BatchRun, ForceCommitManager
+from tables.redisconn import get_redis
 from tables.segments.spark import get_session
+
+log = logging.getLogger(__name__)
+BUILD_TASK = "tables.spark_build_segment"
 
 
 @shared_task(name="tables.spark_probe", ignore_result=False)
@@ -39,7 +48,25 @@ def spark_probe() -> dict[str, object]:
     }
 
 
-@shared_task(name="tables.spark_build_segment", bind=True, ignore_result=False)
+@before_task_publish.connect(sender=BUILD_TASK)
+def _register_build(
+    sender: str | None = None,
+    headers: dict[str, Any] | None = None,
+    body: Any = None,
+    **_: object,
+) -> None:
+    """Every published build is registered as pending (`tables.build_batches`), so that the spark
+    worker can build it in a batch with others. A failure only costs the batching: logged."""
+    try:
+        task_id = str((headers or {})["id"])
+        args, kwargs = body[0], body[1]
+        pending = PendingBuild.from_task(task_id, args, kwargs)
+        BuildQueue(get_redis(settings.REDIS_URL), settings.CLUSTER_NAME).register(pending)
+    except (KeyError, IndexError, TypeError, ValueError, redis.RedisError) as exc:
+        log.warning("build %s not registered for batching: %s", (headers or {}).get("id"), exc)
+
+
+@shared_task(name=BUILD_TASK, bind=True, ignore_result=False)
 def spark_build_segment(
     self,
     table: str,
@@ -50,7 +77,17 @@ def spark_build_segment(
     output_key: str | None = None,
 ) -> dict[str, object]:
     """Build a segment from a server's staged rows and publish it to the deep store (at its final
-    key, or at `output_key` for a committer's upload that commit end will move)."""
+    key, or at `output_key` for a committer's upload that commit end will move). Batched with the
+    other pending builds (`tables.builds.build_segment`): a build another task's batch made returns
+    that outcome, and the batch stores each other task's outcome as its result at once, so that
+    its committer need not wait for that task to run."""
+
+    def hand_over(task_id: str, outcome: builds.BuildOutcome | Exception) -> None:
+        if isinstance(outcome, Exception):
+            self.backend.mark_as_failure(task_id, outcome)
+        else:
+            self.backend.mark_as_done(task_id, outcome.as_dict())
+
     outcome = builds.build_segment(
         context.current(),
         table,
@@ -60,6 +97,7 @@ def spark_build_segment(
         end_offset,
         self.request.id,
         output_key,
+        on_outcome=hand_over,
     )
     return outcome.as_dict()
 

@@ -7,8 +7,9 @@ per column / sample). Every function runs in the JVM: no Python UDFs.
 Input: a DataFrame with `offset` (bigint) and `value` (binary: one raw JSON message per row).
 
 Decoding (`decode`): each message is read as a JSON object; for every schema column (and every
-transform source) the field's raw text is taken (`json_tuple`: strings unquoted, numbers, objects
-and arrays as JSON text) and cast to the column's Spark type (`spark_type`):
+transform source) the field's raw text is taken (one `from_json` parse per message, every field
+read as text: strings unquoted, numbers, objects and arrays as JSON text; duplicate keys: the last
+wins) and cast to the column's Spark type (`spark_type`):
   INT/LONG -> int/bigint (an integral number written as `12.0` is accepted, `1.5` is not),
   FLOAT/DOUBLE -> float/double, BOOLEAN -> boolean (true/false, t/f, yes/no, 1/0),
   TIMESTAMP -> timestamp, UTC (epoch millis as a number, or an ISO-8601 / JDBC text),
@@ -18,12 +19,16 @@ A multi-value field (singleValueField false) becomes an array of that type; a si
 it becomes a one-element array. A missing field or JSON null is simply null (not a problem).
 
 Bad rows. No row is ever dropped: every input row is exactly one output row. A value that does not
-fit its column becomes null and the row records a problem `(column, raw text)` in `__problems`; a
+fit its column becomes null and the row records a problem `(column, raw text)` in `__problems`
+(and `__flagged` is true: the cheap form, when only rows with problems are counted); a
 message that is not a JSON object records the problem under the column name `MESSAGE_COLUMN` and
 has every column null. A multi-value field with any element that does not fit is null as a whole.
 
 Transforms (`apply_transforms`) follow Pinot: a transform fills its column only when the message
 has no value for it; its inputs are the raw message fields, not other transforms' outputs.
+`decode_stages` and `transform_stages` give the same work as lists of column expressions (one per
+`select`), which name columns only: a builder makes them once per schema and applies them to any
+DataFrame with `run_stages` (building expressions costs a py4j round trip per node).
 
 Output (`segment_columns`): the schema's columns in schema order, then `OFFSET_COLUMN` (`__offset`,
 the stream offset of the row), which lets anyone prove which offsets a segment holds.
@@ -37,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -50,6 +55,7 @@ from tables.segments.transforms import (
 )
 
 __all__ = [
+    "FLAGGED_COLUMN",
     "MESSAGE_COLUMN",
     "OFFSET_COLUMN",
     "PROBLEMS_COLUMN",
@@ -61,17 +67,22 @@ __all__ = [
     "column_stats",
     "count_incomplete",
     "decode",
+    "decode_stages",
+    "incomplete_by_group",
+    "run_stages",
     "segment_columns",
     "sort_for_segment",
     "spark_schema_for",
     "spark_type",
     "summarize",
     "time_millis",
+    "transform_stages",
 ]
 
 OFFSET_COLUMN = "__offset"
 RAW_COLUMN = "__raw"
 PROBLEMS_COLUMN = "__problems"
+FLAGGED_COLUMN = "__flagged"
 MESSAGE_COLUMN = "(message)"
 MAX_SAMPLES = 10
 _SAMPLE_CHARS = 200
@@ -143,32 +154,99 @@ def _compact(problems: Sequence[Column]) -> Column:
     return F.filter(F.array(*problems), lambda p: p.isNotNull())
 
 
-def decode(df: DataFrame, schema: Schema, extra_fields: Iterable[str] = ()) -> DataFrame:
-    """`(offset, value)` rows -> `__offset`, the typed schema columns, `__raw` (the raw text of
-    every field read, for transforms) and `__problems`. One output row per input row."""
+def _any(conditions: Sequence[Column]) -> Column:
+    flag = conditions[0]
+    for condition in conditions[1:]:
+        flag = flag | condition
+    return flag
+
+
+# One JSON parse per message (`from_json`, every field read as text). These options make it accept
+# exactly what `json_tuple` accepts (its earlier implementation): single quotes and raw control
+# characters inside strings yes; NaN/Infinity, leading zeros, comments, unquoted names no.
+_JSON_OPTIONS = {
+    "mode": "PERMISSIVE",
+    "allowNonNumericNumbers": "false",
+    "allowUnquotedControlChars": "true",
+    "allowSingleQuotes": "true",
+}
+
+Stage = list[Column]  # one `select`: its column expressions, in order
+
+
+def _unused_name(base: str, taken: Iterable[str]) -> str:
+    names = set(taken)
+    candidate = base
+    while candidate in names:
+        candidate = "_" + candidate
+    return candidate
+
+
+def decode_stages(
+    schema: Schema, extra_fields: Iterable[str] = (), carry: Sequence[str] = ()
+) -> list[Stage]:
+    """The selects of `decode`, as column expressions: they name columns only, so one list serves
+    any DataFrame of `(offset, value, *carry)` rows (build it once, apply it with `run_stages`)."""
     names = list(dict.fromkeys([*schema.column_names(), *extra_fields]))
     if not names:
         raise ValueError(f"schema {schema.name!r} has no columns to decode")
+    corrupt = _unused_name("_corrupt_record", names)
+    fields = [T.StructField(name, T.StringType(), True) for name in names]
+    json_schema = T.StructType([*fields, T.StructField(corrupt, T.StringType(), True)])
     text = F.col("value").cast("string")
-    aliases = [f"_f{i}" for i in range(len(names))]
-    extracted = df.select(
+    options = {**_JSON_OPTIONS, "columnNameOfCorruptRecord": corrupt}
+    kept = [F.col(c) for c in carry]
+    parse = [
         F.col("offset").cast("bigint").alias(OFFSET_COLUMN),
+        *kept,
         text.alias("_text"),
-        F.json_object_keys(text).isNotNull().alias("_is_object"),
-        F.json_tuple(text, *names).alias(*aliases),
-    )
-    raw = F.struct(*[F.col(a).alias(n) for a, n in zip(aliases, names, strict=True)])
-    staged = extracted.select(OFFSET_COLUMN, "_text", "_is_object", raw.alias(RAW_COLUMN))
+        F.from_json(text, json_schema, options).alias("_parsed"),
+    ]
+    # Not an object: not JSON at all, or a JSON scalar or array (from_json: the corrupt-record
+    # field holds the text), or no text (from_json: null).
+    is_object = F.col("_parsed").isNotNull() & F.col("_parsed").getField(corrupt).isNull()
+    raw = F.struct(*[F.col("_parsed").getField(name).alias(name) for name in names])
+    stage = [
+        F.col(OFFSET_COLUMN),
+        *kept,
+        F.col("_text"),
+        is_object.alias("_is_object"),
+        raw.alias(RAW_COLUMN),
+    ]
     typed: list[Column] = []
-    problems = [_problem(MESSAGE_COLUMN, F.col("_text"), ~F.col("_is_object"))]
+    conditions = [~F.col("_is_object")]
+    problems = [_problem(MESSAGE_COLUMN, F.col("_text"), conditions[0])]
     for spec in schema.fields:
         source = F.col(RAW_COLUMN).getField(spec.name)
         value = _cast(source, spec)
         typed.append(value.alias(spec.name))
-        problems.append(_problem(spec.name, source, source.isNotNull() & value.isNull()))
-    return staged.select(
-        OFFSET_COLUMN, *typed, RAW_COLUMN, _compact(problems).alias(PROBLEMS_COLUMN)
-    )
+        conditions.append(source.isNotNull() & value.isNull())
+        problems.append(_problem(spec.name, source, conditions[-1]))
+    typing = [
+        F.col(OFFSET_COLUMN),
+        *kept,
+        *typed,
+        F.col(RAW_COLUMN),
+        _compact(problems).alias(PROBLEMS_COLUMN),
+        _any(conditions).alias(FLAGGED_COLUMN),
+    ]
+    return [parse, stage, typing]
+
+
+def run_stages(df: DataFrame, stages: Sequence[Stage]) -> DataFrame:
+    for stage in stages:
+        df = df.select(*stage)
+    return df
+
+
+def decode(
+    df: DataFrame, schema: Schema, extra_fields: Iterable[str] = (), carry: Sequence[str] = ()
+) -> DataFrame:
+    """`(offset, value)` rows -> `__offset`, the `carry` columns unchanged, the typed schema
+    columns, `__raw` (the raw text of every field read, for transforms), `__problems` and
+    `__flagged` (whether the row has a problem: cheaper than `__problems` when only counted). One
+    output row per input row; each message is parsed once."""
+    return run_stages(df, decode_stages(schema, extra_fields, carry))
 
 
 def _transform_value(transform: Transform, spec: FieldSpec) -> Column:
@@ -183,8 +261,11 @@ def _transform_value(transform: Transform, spec: FieldSpec) -> Column:
     return millis.try_cast(spark_type(spec))
 
 
-def apply_transforms(df: DataFrame, transforms: Sequence[Transform], schema: Schema) -> DataFrame:
-    """Fill each transform's column from its source fields where the message had no value."""
+def transform_stages(
+    transforms: Sequence[Transform], schema: Schema, carry: Sequence[str] = ()
+) -> list[Stage]:
+    """The selects of `apply_transforms` over `decode`'s output (one per transform, in order)."""
+    stages: list[Stage] = []
     for transform in transforms:
         spec = schema.field(transform.column)
         if spec is None:  # parse_transforms refuses these; keep the function total anyway
@@ -193,11 +274,32 @@ def apply_transforms(df: DataFrame, transforms: Sequence[Transform], schema: Sch
         source = F.col(RAW_COLUMN).getField(transform.source)
         value = _transform_value(transform, spec)
         missing = own.isNull()
-        failed = _problem(spec.name, source, missing & source.isNotNull() & value.isNull())
-        df = df.withColumn(
-            spec.name, F.when(missing, value).otherwise(F.col(spec.name))
-        ).withColumn(PROBLEMS_COLUMN, F.concat(F.col(PROBLEMS_COLUMN), _compact([failed])))
-    return df
+        condition = missing & source.isNotNull() & value.isNull()
+        failed = _problem(spec.name, source, condition)
+        columns = [
+            F.when(missing, value).otherwise(F.col(name)).alias(name)
+            if name == spec.name
+            else F.col(name)
+            for name in schema.column_names()
+        ]
+        stages.append(
+            [
+                F.col(OFFSET_COLUMN),
+                *[F.col(c) for c in carry],
+                *columns,
+                F.col(RAW_COLUMN),
+                F.concat(F.col(PROBLEMS_COLUMN), _compact([failed])).alias(PROBLEMS_COLUMN),
+                (F.col(FLAGGED_COLUMN) | condition).alias(FLAGGED_COLUMN),
+            ]
+        )
+    return stages
+
+
+def apply_transforms(
+    df: DataFrame, transforms: Sequence[Transform], schema: Schema, carry: Sequence[str] = ()
+) -> DataFrame:
+    """Fill each transform's column from its source fields where the message had no value."""
+    return run_stages(df, transform_stages(transforms, schema, carry))
 
 
 def segment_columns(df: DataFrame, schema: Schema) -> DataFrame:
@@ -234,27 +336,68 @@ class Incomplete:
     problems: list[str]
 
 
-def count_incomplete(df: DataFrame, max_samples: int = MAX_SAMPLES) -> Incomplete:
+def count_incomplete(
+    df: DataFrame, max_samples: int = MAX_SAMPLES, columns: Sequence[str] | None = None
+) -> Incomplete:
     """Rows with at least one problem, problems per column, and the first `max_samples` problems
-    in offset order as `offset N: column C: cannot convert 'raw'` sentences."""
-    flagged = df.where(F.size(PROBLEMS_COLUMN) > 0)
-    exploded = flagged.select(OFFSET_COLUMN, F.explode(PROBLEMS_COLUMN).alias("p")).select(
-        OFFSET_COLUMN, F.col("p.column").alias("column"), F.col("p.raw").alias("raw")
+    in offset order as `offset N: column C: cannot convert 'raw'` sentences. `columns`: the
+    columns that can have problems (default: every column of `df` but the internal ones)."""
+    if columns is None:
+        internal = {OFFSET_COLUMN, RAW_COLUMN, PROBLEMS_COLUMN, FLAGGED_COLUMN}
+        columns = [c for c in df.columns if c not in internal]
+    found = incomplete_by_group(df.withColumn("_group", F.lit(0)), "_group", columns, max_samples)
+    return found.get(0, Incomplete(0, {}, []))
+
+
+def incomplete_by_group(
+    df: DataFrame, group: str, columns: Sequence[str], max_samples: int = MAX_SAMPLES
+) -> dict[Any, Incomplete]:
+    """`count_incomplete` for every value of the column `group` (groups without a problem are
+    absent), in one Spark job: rows with problems are ranked by offset within their group, the
+    first `max_samples` of them are collected (they hold at least that many problems)."""
+    flagged = df.where(F.col(FLAGGED_COLUMN)) if FLAGGED_COLUMN in df.columns else df
+    flagged = flagged.where(F.size(PROBLEMS_COLUMN) > 0)
+    window = Window.partitionBy(group).orderBy(OFFSET_COLUMN)
+    ranked = flagged.select(
+        group, OFFSET_COLUMN, PROBLEMS_COLUMN, F.row_number().over(window).alias("_rank")
     )
-    rows = flagged.count()
-    if rows == 0:
-        return Incomplete(0, {}, [])
-    by_column = {r["column"]: int(r["count"]) for r in exploded.groupBy("column").count().collect()}
-    samples = exploded.orderBy(OFFSET_COLUMN, "column").limit(max_samples).collect()
-    problems = []
-    for sample in samples:
-        raw = sample["raw"]
+    names = list(dict.fromkeys([MESSAGE_COLUMN, *columns]))
+    counts = [_problems_of(name).alias(f"_c{i}") for i, name in enumerate(names)]
+    sample = F.when(F.col("_rank") <= max_samples, F.struct(OFFSET_COLUMN, PROBLEMS_COLUMN))
+    rows = (
+        ranked.groupBy(group)
+        .agg(F.count(F.lit(1)).alias("_rows"), *counts, F.collect_list(sample).alias("_samples"))
+        .collect()
+    )
+    found: dict[Any, Incomplete] = {}
+    for row in rows:
+        by_column = {n: int(row[f"_c{i}"]) for i, n in enumerate(names) if row[f"_c{i}"]}
+        samples = _sentences(row["_samples"], max_samples)
+        found[row[group]] = Incomplete(int(row["_rows"]), dict(sorted(by_column.items())), samples)
+    return found
+
+
+def _problems_of(column: str) -> Column:
+    """The number of problems of `column` in the aggregated rows."""
+    return F.sum(F.size(F.filter(PROBLEMS_COLUMN, lambda p: p["column"] == F.lit(column))))
+
+
+def _sentences(samples: Sequence[Any], max_samples: int = MAX_SAMPLES) -> list[str]:
+    """The first `max_samples` problems of the sampled rows, by offset then column."""
+    problems = sorted(
+        (
+            (sample[OFFSET_COLUMN], problem["column"], problem["raw"])
+            for sample in samples
+            for problem in sample[PROBLEMS_COLUMN]
+        ),
+        key=lambda item: item[:2],
+    )
+    sentences = []
+    for offset, column, raw in problems[:max_samples]:
         shown = raw if raw is None or len(raw) <= _SAMPLE_CHARS else raw[:_SAMPLE_CHARS] + "..."
-        what = "not a JSON object" if sample["column"] == MESSAGE_COLUMN else "cannot convert"
-        problems.append(
-            f"offset {sample[OFFSET_COLUMN]}: column {sample['column']}: {what} {shown!r}"
-        )
-    return Incomplete(rows, dict(sorted(by_column.items())), problems)
+        what = "not a JSON object" if column == MESSAGE_COLUMN else "cannot convert"
+        sentences.append(f"offset {offset}: column {column}: {what} {shown!r}")
+    return sentences
 
 
 @dataclass(frozen=True)

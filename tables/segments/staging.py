@@ -5,7 +5,7 @@ A staging file is one Parquet file written by pyarrow with two columns, `offset`
 `write_staging` writes it atomically: to `<name>.tmp-<uuid>` beside the target, then renamed into
 place, so a reader never sees half a file. `spark_readable` gives Spark a path it can read: local
 paths and `file://` URIs as they are, anything else (`s3://...`) copied into the work directory
-through fsspec first.
+through fsspec first; `local_path` turns a plain path or a `file:` URI into a file-system path.
 """
 
 from __future__ import annotations
@@ -19,20 +19,21 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["STAGING_SCHEMA", "spark_readable", "write_staging"]
+__all__ = ["STAGING_SCHEMA", "local_path", "spark_readable", "write_staging"]
 
 STAGING_SCHEMA = pa.schema([("offset", pa.int64()), ("value", pa.binary())])
 _BATCH = 10_000
 
 
-def _local_path(path: str | Path) -> Path:
+def local_path(path: str | Path) -> Path:
+    """The file-system path of a plain path or a `file:` URI."""
     text = str(path)
     return Path(unquote(urlparse(text).path)) if text.startswith("file:") else Path(path)
 
 
 def write_staging(pairs: Iterable[tuple[int, bytes]], path: str | Path) -> int:
     """Write `(offset, value)` pairs to one Parquet file at `path` atomically; returns the rows."""
-    target = _local_path(path)
+    target = local_path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex}")
     rows = 0

@@ -264,3 +264,60 @@ def test_reingesting_from_redis_equals_the_staged_build(
         allow_data_loss=True,
     )
     assert partial.total_docs == 700 and (partial.min_offset, partial.max_offset) == (101, 800)
+
+
+def test_a_batch_builds_each_segment_as_its_build_alone(spark, built, staging, tmp_path):
+    """Several segments in one Spark job: each equals its build alone (same tar bytes); a bad
+    item, an empty one and another schema do not change the others."""
+    lines = list(LINES[:30])
+    lines[4] = b"{broken json"
+    bad_rows = tmp_path / "bad.parquet"
+    write_staging(enumerate(lines, start=1), bad_rows)
+    empty = tmp_path / "empty.parquet"
+    write_staging([], empty)
+    dup = tmp_path / "dup.parquet"
+    write_staging([(1, LINES[0]), (1, LINES[1])], dup)
+    other = copy.deepcopy(SCHEMA)
+    other["schemaName"] = "githubEventsNarrow"
+    other["dimensionFieldSpecs"] = other["dimensionFieldSpecs"][:1]
+    config = copy.deepcopy(CONFIG)
+    config["segmentsConfig"]["schemaName"] = "githubEventsNarrow"
+    items = [
+        (request(), staging),
+        (request(1, 31, name="githubEvents__2__0__20210721T0600Z"), bad_rows),
+        (request(5, 5, name="githubEvents__3__0__20210721T0600Z"), empty),
+        (request(1, 3, name="githubEvents__4__0__20210721T0600Z"), dup),
+        (request(schema=other, config=config, name="narrow__1__0__20210721T0600Z"), staging),
+        (request(name="githubEvents__5__0__20210721T0600Z"), tmp_path / "missing.parquet"),
+    ]
+    batch = [
+        builder.BatchItem(req, str(path), tmp_path / f"batch-{i}")
+        for i, (req, path) in enumerate(items)
+    ]
+    outcomes = builder.build_batch(spark, batch, tmp_path / "scratch")
+    assert isinstance(outcomes[3], BuildError) and "repeats offsets" in str(outcomes[3])
+    assert isinstance(outcomes[5], BuildError) and "missing.parquet" in str(outcomes[5])
+    assert outcomes[0].tar_path.read_bytes() == built.tar_path.read_bytes()
+    assert outcomes[1].incomplete_by_column == {"(message)": 1}
+    assert outcomes[1].problems == ["offset 5: column (message): not a JSON object '{broken json'"]
+    assert outcomes[2].total_docs == 0 and outcomes[4].total_docs == 800
+    assert all(
+        o.phase_seconds["batch_size"] == len(items)
+        for o in outcomes
+        if not isinstance(o, Exception)
+    )
+    for index in (1, 2, 4):
+        req, path = items[index]
+        alone = build_from_staging(spark, req, str(path), tmp_path / f"alone-{index}")
+        assert alone.crc == outcomes[index].crc
+        assert alone.tar_path.read_bytes() == outcomes[index].tar_path.read_bytes()
+        assert alone.problems == outcomes[index].problems
+
+
+def test_a_segment_too_large_to_collect_is_streamed_to_the_same_bytes(
+    spark, built, staging, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(builder, "COLLECT_MAX_BYTES", 1_000)  # 800 rows are "too large" now
+    streamed = build_from_staging(spark, request(), str(staging), tmp_path)
+    assert streamed.tar_path.read_bytes() == built.tar_path.read_bytes()
+    assert "problems" not in streamed.phase_seconds

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from decimal import Decimal
 
 import pytest
 from pyspark.sql import types as T
 
 from tables.domain.schema import parse_schema
-from tables.segments import frames
+from tables.segments import arrow_stats, frames
 from tables.segments.errors import BuildError
 from tables.segments.transforms import (
     parse_time_format,
@@ -300,3 +301,68 @@ def test_time_millis_reads_epoch_and_simple_date_formats(spark):
     ).first()
     assert (row.a, row.b) == (1626847200000, 1626825600000)
     assert parse_time_format(schema.field("sec")).multiply == 1000
+
+
+def _same(left, right) -> bool:
+    def norm(value):
+        if isinstance(value, float) and math.isnan(value):
+            return "NaN"
+        if isinstance(value, bytes | bytearray):
+            return bytes(value)
+        if isinstance(value, float) and value == 0.0:
+            return (0.0, math.copysign(1.0, value))  # the sign of a zero counts
+        return value
+
+    return [norm(v) for v in left.__dict__.values()] == [norm(v) for v in right.__dict__.values()]
+
+
+def test_arrow_statistics_of_the_written_file_equal_spark_aggregates(spark, tmp_path):
+    messages = [
+        (1, {"i": 3, "s": "b", "tags": [5, 1], "ts": 2000, "by": "ff", "f": "NaN", "d": -0.0}),
+        (2, {"i": 1, "s": "a", "tags": [], "ts": "1969-12-31T23:59:59.9995Z", "d": 0.0}),
+        (3, {"i": 3, "s": None, "ts": 3000, "b": False, "tags": [2, None], "f": 1.5}),
+        (4, {"s": "é", "bd": "-1.5", "j": {"x": [1]}, "d": "NaN", "f": "-Infinity"}),
+        (5, {"bd": "12.000000000000000001", "b": True, "by": "00", "l": -7, "tags": [7]}),
+        (6, {"d": 2.5, "f": -0.0, "l": 2**40}),
+    ]
+    df = frames.segment_columns(frames.decode(frame(spark, messages), SCHEMA), SCHEMA)
+    out = tmp_path / "written"
+    df.coalesce(1).write.parquet(str(out))
+    (path,) = out.glob("part-*.parquet")
+    written = spark.read.parquet(str(path))
+    expected = frames.column_stats(written, SCHEMA)
+    found = arrow_stats.file_stats(path, SCHEMA)
+    for spec in SCHEMA.fields:
+        assert _same(found.columns[spec.name], expected[spec.name]), spec.name
+    summary = frames.summarize(written, frames.time_millis(SCHEMA.field("ts")))
+    assert (found.total_docs, found.distinct_offsets) == (
+        summary.total_docs,
+        summary.distinct_offsets,
+    )
+    assert (found.min_offset, found.max_offset) == (summary.min_offset, summary.max_offset)
+    assert found.columns["d"].max_value != found.columns["d"].max_value  # NaN: Spark's greatest
+    assert found.columns["tags"].has_null and found.columns["tags"].cardinality == 4
+    assert found.columns["ts"].min_value == -1  # epoch millis, floored
+
+
+def test_decode_reads_json_as_strictly_as_before(spark):
+    """One parse per message (from_json) accepts what json_tuple accepted, no more."""
+    cases = [
+        (1, b'{"s": NaN}'),  # not JSON: NaN, leading zeros, comments, unquoted names
+        (2, b'{"i": 007}'),
+        (3, b'{"i": 1 /* c */}'),
+        (4, b"{s: 1}"),
+        (5, b"{'s': 'single'}"),  # accepted: single quotes, raw control characters
+        (6, b'{"s": "a\tb", "i": 2, "i": 3}'),  # duplicate keys: the last wins
+        (7, b'  {"s": "x"} trailing'),
+        (8, b""),
+        (9, b'"just a string"'),
+        (10, b'{"j": {"a": 1.50, "b": [1, 2.0e3]}}'),
+    ]
+    rows = by_offset(frames.decode(frame(spark, cases), SCHEMA))
+    for offset in (1, 2, 3, 4, 8, 9):
+        assert [p["column"] for p in rows[offset]["__problems"]] == [frames.MESSAGE_COLUMN], offset
+        assert rows[offset]["__flagged"] is True
+    assert rows[5]["s"] == "single" and rows[6]["s"] == "a\tb" and rows[6]["i"] == 3
+    assert rows[7]["s"] == "x" and rows[7]["__flagged"] is False
+    assert rows[10]["j"] == '{"a":1.5,"b":[1,2000.0]}'

@@ -1,0 +1,279 @@
+"""The Spark job of a build: the sorted rows of several segments of one schema in one job.
+
+`run_group(spark, plan, inputs, scratch, collect)` takes `(index, path)` pairs (each a local staging
+file, or a directory of Parquet files with `offset` and `value`) and runs ONE Spark job over all of
+them:
+- every input is placed under `<scratch>/input-*/`, so that a single Parquet scan reads them all: a
+  large staging file (or a directory) is linked (symlink) as `__seg=<index>`, so Spark's partition
+  discovery gives its rows their index (no per-input plan, no path strings to match); small
+  staging files (at most `SMALL_INPUT_BYTES`) are copied with pyarrow into one file whose rows
+  carry their index (opening many small files costs Spark more than reading their rows);
+- the rows are decoded and transformed (`tables.segments.frames`), each with its time key (the
+  time column's epoch millis, Spark's parsing) and whether it has a problem; the job counts rows
+  with problems as an observed metric (no pass of its own);
+- `collect=True`: the rows come back to the driver as Arrow (`DataFrame.toArrow`, no shuffle) and
+  are sorted there by index, time key (nulls last) and offset (pyarrow), one table per index
+  (`GroupOutput.tables`); `collect=False` (one input, too large to hold in the driver): Spark sorts
+  them the same way (in one task without a shuffle when the input is small, at most
+  `SHUFFLE_ABOVE_BYTES`, else hash-partitioned by index into `SORT_TASKS` tasks) and writes one
+  intermediate Parquet file (`GroupOutput.files`) that the driver streams.
+Either way the driver then writes the segment's data file with `tables.segments.data_file`, so the
+bytes do not depend on the path taken. An index without rows gets an empty table.
+The column expressions of a plan are built once per Spark application and reused (`_pipeline`):
+building them costs one py4j round trip per expression node, more than a small job's rows.
+Only when some row has a problem does a second job (`frames.incomplete_by_group`) count problems
+per index and column and sample them. Any failure of the job raises: the caller decides whether
+to retry the inputs one by one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from tables.domain.schema import FieldSpec, Schema
+from tables.segments import frames
+from tables.segments.errors import BuildError
+from tables.segments.transforms import TimeFormat, Transform, transform_sources
+
+__all__ = [
+    "FLAGGED",
+    "INDEX_COLUMN",
+    "SMALL_INPUT_BYTES",
+    "TIME_KEY",
+    "GroupOutput",
+    "GroupPlan",
+    "run_group",
+]
+
+log = logging.getLogger(__name__)
+
+INDEX_COLUMN = "__seg"
+TIME_KEY = "__time"  # the row's time key (bigint epoch millis; null: no time)
+FLAGGED = frames.FLAGGED_COLUMN
+_ROW_INDEX = "__row_seg"  # the index of a row of the merged small inputs
+_MERGED = -1  # the partition value of the merged small inputs
+#: Staging files up to this size are merged into one file for the scan.
+SMALL_INPUT_BYTES = 4 << 20
+#: Tasks that sort a large input's rows for its intermediate file (an input up to
+#: SHUFFLE_ABOVE_BYTES is read, decoded and sorted in one task, without a shuffle).
+SORT_TASKS = 2
+SHUFFLE_ABOVE_BYTES = 16 << 20
+_INPUT_SCHEMA = T.StructType(
+    [
+        T.StructField("offset", T.LongType(), True),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField(_ROW_INDEX, T.IntegerType(), True),
+        T.StructField(INDEX_COLUMN, T.IntegerType(), True),
+    ]
+)
+_MERGED_SCHEMA = pa.schema(
+    [("offset", pa.int64()), ("value", pa.binary()), (_ROW_INDEX, pa.int32())]
+)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What the segments of one group share (see `tables.segments.builder._plan`)."""
+
+    schema: Schema
+    transforms: list[Transform]
+    time_spec: FieldSpec | None
+    time_format: TimeFormat | None
+
+
+@dataclass
+class GroupOutput:
+    """Per index: its sorted rows (`tables`) or an intermediate file of them (`files`), with the
+    columns of `frames.segment_columns` plus `TIME_KEY` and `FLAGGED`; problems per index when
+    some row had one."""
+
+    tables: dict[int, pa.Table] = field(default_factory=dict)
+    files: dict[int, Path] = field(default_factory=dict)
+    incomplete: dict[int, frames.Incomplete] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
+    """Every input under `input_dir` for one scan (see the module docstring)."""
+    small: list[tuple[int, Path]] = []
+    for index, source in inputs:
+        target = Path(source).resolve()
+        if not target.exists():
+            raise BuildError(f"the staged rows {source} do not exist")
+        link_dir = input_dir / f"{INDEX_COLUMN}={index}"
+        if target.is_dir():
+            link_dir.parent.mkdir(parents=True, exist_ok=True)
+            link_dir.symlink_to(target, target_is_directory=True)
+        elif target.stat().st_size <= SMALL_INPUT_BYTES and len(inputs) > 1:
+            small.append((index, target))
+        else:
+            link_dir.mkdir(parents=True)
+            (link_dir / "rows.parquet").symlink_to(target)
+    if small:
+        merged_dir = input_dir / f"{INDEX_COLUMN}={_MERGED}"
+        merged_dir.mkdir(parents=True)
+        with pq.ParquetWriter(merged_dir / "rows.parquet", _MERGED_SCHEMA) as writer:
+            for index, path in small:
+                rows = pq.read_table(path, columns=["offset", "value"])
+                seg = pa.array([index] * rows.num_rows, pa.int32())
+                writer.write_table(
+                    pa.table([rows["offset"], rows["value"], seg], schema=_MERGED_SCHEMA)
+                )
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """The column expressions of a group's job, built once per plan and session (building them
+    costs a py4j round trip per expression node: more than a small job's rows)."""
+
+    stages: list[frames.Stage]  # scan -> decoded and transformed rows
+    output: frames.Stage  # -> index, segment columns, offset, time key, flagged
+    keys: list[Column]  # the sort
+    flagged: Column  # the observed count
+
+
+_pipelines: dict[tuple[str, str], _Pipeline] = {}  # by Spark application id and plan
+
+
+def _time_key(plan: GroupPlan) -> Column:
+    if plan.time_spec is None:
+        return F.lit(None).cast("bigint")
+    return frames.time_millis(plan.time_spec, plan.time_format).cast("bigint")
+
+
+def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
+    """The plan's expressions; cached under `key` (a text identifying the plan) unless empty."""
+    app = spark.sparkContext.applicationId
+    cached = _pipelines.get((app, key)) if key else None
+    if cached is not None:
+        return cached
+    index = F.coalesce(F.col(_ROW_INDEX), F.col(INDEX_COLUMN)).alias(INDEX_COLUMN)
+    sources = transform_sources(plan.transforms)
+    carry = [INDEX_COLUMN]
+    stages = [
+        [F.col("offset"), F.col("value"), index],
+        *frames.decode_stages(plan.schema, sources, carry),
+        *frames.transform_stages(plan.transforms, plan.schema, carry),
+    ]
+    output = [
+        F.col(INDEX_COLUMN),
+        *[F.col(c) for c in plan.schema.column_names()],
+        F.col(frames.OFFSET_COLUMN),
+        _time_key(plan).alias(TIME_KEY),
+        F.col(FLAGGED),
+    ]
+    keys = [
+        F.col(INDEX_COLUMN).asc(),
+        F.col(TIME_KEY).asc_nulls_last(),
+        F.col(frames.OFFSET_COLUMN).asc(),
+    ]
+    built = _Pipeline(stages, output, keys, F.count_if(F.col(FLAGGED)).alias("flagged"))
+    if key:
+        _pipelines[(app, key)] = built
+    return built
+
+
+def _decoded(spark: SparkSession, pipeline: _Pipeline, input_dir: Path) -> DataFrame:
+    scanned = spark.read.schema(_INPUT_SCHEMA).parquet(str(input_dir))
+    return frames.run_stages(scanned, pipeline.stages)
+
+
+def _sorted_rows(decoded: DataFrame, pipeline: _Pipeline, spread: bool) -> DataFrame:
+    """Sorted rows, one task per index (`spread`: `SORT_TASKS` tasks, each with whole indices;
+    else one task, without a shuffle)."""
+    out = decoded.select(*pipeline.output)
+    out = out.repartition(SORT_TASKS, INDEX_COLUMN) if spread else out.coalesce(1)
+    return out.sortWithinPartitions(*pipeline.keys)
+
+
+def _flagged(observation: Observation) -> int | None:
+    """The observed number of rows with problems; None when Spark reported no metrics (it does
+    not for some plans of an empty input)."""
+    try:
+        return int(observation.get.get("flagged") or 0)
+    except Exception as exc:
+        log.info("no observed metrics from the build job (%s): counting problems apart", exc)
+        return None
+
+
+def _sort(table: pa.Table) -> pa.Table:
+    """Spark's order of the rows (index, time key with nulls last, offset), in the driver: a total
+    order, since offsets are unique within an index."""
+    keys = [INDEX_COLUMN, TIME_KEY, frames.OFFSET_COLUMN]
+    return table.sort_by([(key, "ascending", "at_end") for key in keys])
+
+
+def _split(table: pa.Table, indices: Sequence[int]) -> dict[int, pa.Table]:
+    """The collected rows of each index (each index's rows are contiguous, in order)."""
+    found: dict[int, pa.Table] = {}
+    if table.num_rows:
+        runs = pc.run_end_encode(table.column(INDEX_COLUMN).combine_chunks())
+        start = 0
+        for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
+            found[int(value)] = table.slice(start, end - start)
+            start = end
+    empty = table.schema.empty_table()
+    return {index: found.get(index, empty) for index in indices}
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    return path.stat().st_size
+
+
+def run_group(
+    spark: SparkSession,
+    plan: GroupPlan,
+    inputs: Sequence[tuple[int, str]],
+    scratch: Path,
+    collect: bool = True,
+    plan_key: str = "",
+) -> GroupOutput:
+    """Decode, transform and sort the rows of every input in one job (module docstring).
+    `plan_key`: a text that identifies `plan` (its expressions are cached under it)."""
+    if not collect and len(inputs) != 1:
+        raise ValueError("only a group of one input is written to an intermediate file")
+    started = time.monotonic()
+    pipeline = _pipeline(spark, plan, plan_key)
+    scratch.mkdir(parents=True, exist_ok=True)
+    input_dir = scratch / f"input-{uuid.uuid4().hex}"
+    _place_inputs(inputs, input_dir)
+    observation = Observation(f"segment-build-{uuid.uuid4().hex}")
+    decoded = _decoded(spark, pipeline, input_dir).observe(observation, pipeline.flagged)
+    indices = [index for index, _ in inputs]
+    output = GroupOutput()
+    if collect:
+        rows = decoded.select(*pipeline.output).toArrow()
+        output.tables = _split(_sort(rows), indices)
+    else:
+        spread = sum(_size(Path(source)) for _, source in inputs) > SHUFFLE_ABOVE_BYTES
+        target = scratch / f"sorted-{uuid.uuid4().hex}"
+        sorted_rows = _sorted_rows(decoded, pipeline, spread).drop(INDEX_COLUMN)
+        sorted_rows.coalesce(1).write.parquet(str(target))
+        parts = sorted(target.glob("part-*.parquet"))
+        if len(parts) > 1:
+            raise BuildError(f"Spark wrote {len(parts)} files instead of one in {target}")
+        if parts:  # none: no rows
+            output.files = {indices[0]: parts[0]}
+    output.seconds["spark"] = round(time.monotonic() - started, 3)
+    if _flagged(observation) != 0:  # None (not observed): count them to know
+        mark = time.monotonic()
+        columns = plan.schema.column_names()
+        again = _decoded(spark, pipeline, input_dir)
+        found = frames.incomplete_by_group(again, INDEX_COLUMN, columns)
+        output.incomplete = {int(k): v for k, v in found.items()}
+        output.seconds["problems"] = round(time.monotonic() - mark, 3)
+    return output

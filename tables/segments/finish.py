@@ -1,0 +1,243 @@
+"""One segment from the sorted rows Spark produced: data file, statistics, checks, metadata, tar.
+
+`finish(request, plan, output, index, work_dir, batch_size)` takes the rows of `index` from a
+`tables.segments.batch.GroupOutput` (a table in memory, or an intermediate file streamed in
+batches) and:
+- writes `<work_dir>/<segment>/data.parquet` with `tables.segments.data_file.DataFileWriter`
+  (the same bytes whichever way the rows came), noting the time range (the rows' time keys,
+  Spark's) on the way;
+- computes the statistics (`tables.segments.arrow_stats`: from the table in memory, in a thread
+  while the file is written, or from the written file one column at a time) and refuses repeated
+  offsets or offsets outside the request's range (`BuildError`);
+- writes `metadata.properties` and `creation.meta` and packs `<work_dir>/<segment>.tar.gz`
+  (`tables.segments.segment_format`).
+Pure pyarrow and the standard library: it runs in the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tables.segments import arrow_stats, frames
+from tables.segments.batch import TIME_KEY, GroupOutput, GroupPlan
+from tables.segments.data_file import ROW_GROUP_ROWS, DataFileWriter, arrow_schema
+from tables.segments.errors import BuildError
+from tables.segments.segment_format import (
+    CREATION_META,
+    DATA_FILE,
+    METADATA_FILE,
+    format_properties,
+    format_value,
+    pack_creation_meta,
+    pack_segment,
+)
+
+__all__ = ["INDEX_VERSION", "BuildRequest", "BuildResult", "finish"]
+
+log = logging.getLogger(__name__)
+
+#: `segment.index.version`: this project's segment format (one Parquet file), not Pinot's v1/v3.
+INDEX_VERSION = "parquet-v1"
+_STATS_THREADS = 4
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    table_name: str  # raw, without _REALTIME
+    segment_name: str
+    schema: dict[str, Any]  # Pinot schema JSON
+    table_config: dict[str, Any]  # REST form
+    start_offset: int
+    end_offset: int  # exclusive
+    creation_time_ms: int
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    segment_name: str
+    tar_path: Path
+    total_docs: int
+    incomplete_rows: int
+    incomplete_by_column: dict[str, int]
+    problems: list[str]
+    size_bytes: int
+    crc: int
+    data_crc: int  # the same value as crc: both are crc32 of data.parquet
+    start_time_ms: int
+    end_time_ms: int
+    metadata: dict[str, str] = field(repr=False)
+    min_offset: int | None
+    max_offset: int | None
+    # Wall seconds per phase: spark (the group's shared Spark job: decode, transform, sort),
+    # problems (the extra job, when some row has a problem), write_and_stats (this segment's data
+    # file and statistics, side by side), pack (CRC, metadata, tar); batch_size: the segments
+    # built together.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _raw_table(name: str) -> str:
+    for suffix in ("_REALTIME", "_OFFLINE"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _metadata(
+    request: BuildRequest,
+    plan: GroupPlan,
+    stats: arrow_stats.FileStats,
+    start_ms: int,
+    end_ms: int,
+) -> dict[str, str]:
+    props = {
+        "segment.name": request.segment_name,
+        "segment.table.name": _raw_table(request.table_name),
+        "segment.total.docs": str(stats.total_docs),
+        "segment.start.time": str(start_ms),
+        "segment.end.time": str(end_ms),
+        "segment.time.unit": "MILLISECONDS",
+        "segment.realtime.startOffset": str(request.start_offset),
+        "segment.realtime.endOffset": str(request.end_offset),
+        "segment.creation.time": str(request.creation_time_ms),
+        "segment.index.version": INDEX_VERSION,
+    }
+    if plan.time_spec is not None:
+        props["segment.time.column.name"] = plan.time_spec.name
+    for spec in plan.schema.fields:
+        column = stats.columns[spec.name]
+        prefix = f"column.{spec.name}."
+        props[prefix + "dataType"] = spec.data_type
+        props[prefix + "columnType"] = spec.kind.value
+        props[prefix + "cardinality"] = str(column.cardinality)
+        props[prefix + "totalDocs"] = str(column.total_docs)
+        props[prefix + "isSingleValues"] = "true" if column.single_value else "false"
+        props[prefix + "hasNullValue"] = "true" if column.has_null else "false"
+        if column.min_value is not None:
+            props[prefix + "minValue"] = format_value(column.min_value)
+        if column.max_value is not None:
+            props[prefix + "maxValue"] = format_value(column.max_value)
+    return props
+
+
+def _chunks(output: GroupOutput, index: int) -> Iterator[pa.Table | pa.RecordBatch]:
+    if index in output.tables:
+        yield output.tables[index]
+    elif index in output.files:
+        handle = pq.ParquetFile(output.files[index])
+        yield from handle.iter_batches(batch_size=ROW_GROUP_ROWS)
+
+
+def _write_data(
+    output: GroupOutput, index: int, path: Path, schema: pa.Schema
+) -> tuple[int | None, int | None]:
+    """Write the data file; the (min, max) time key of its rows."""
+    low = high = None
+    with DataFileWriter(path, schema) as writer:
+        for chunk in _chunks(output, index):
+            writer.write(chunk)
+            times = chunk.column(TIME_KEY)
+            if times.null_count < len(times):
+                bounds = pc.min_max(times)
+                lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+                low = lo if low is None else min(low, lo)
+                high = hi if high is None else max(high, hi)
+    return low, high
+
+
+def finish(
+    request: BuildRequest,
+    plan: GroupPlan,
+    output: GroupOutput,
+    index: int,
+    work_dir: Path,
+    batch_size: int,
+) -> BuildResult:
+    """One segment from its rows (see the module docstring)."""
+    name = request.segment_name
+    segment_dir = work_dir / name
+    shutil.rmtree(segment_dir, ignore_errors=True)
+    segment_dir.mkdir(parents=True)
+    data_path = segment_dir / DATA_FILE
+    phases = dict(output.seconds)
+    mark = time.monotonic()
+    schema = arrow_schema(plan.schema)
+    if index in output.tables:  # rows in memory: statistics while the file is written
+        rows = output.tables[index].select(schema.names).cast(schema)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            counting = pool.submit(
+                arrow_stats.stats_of, rows.column, rows.num_rows, plan.schema, _STATS_THREADS
+            )
+            time_range = _write_data(output, index, data_path, schema)
+            stats = counting.result()
+    else:
+        time_range = _write_data(output, index, data_path, schema)
+        stats = arrow_stats.file_stats(data_path, plan.schema)
+    phases["write_and_stats"] = round(time.monotonic() - mark, 3)
+    mark = time.monotonic()
+    if stats.distinct_offsets != stats.total_docs:
+        raise BuildError(f"{name}: the input repeats offsets (every offset must appear once)")
+    if stats.total_docs and not (
+        request.start_offset <= stats.min_offset and stats.max_offset < request.end_offset
+    ):
+        raise BuildError(
+            f"{name}: input offsets {stats.min_offset}..{stats.max_offset} are outside "
+            f"[{request.start_offset}, {request.end_offset})"
+        )
+    # Pinot: a segment without any time value spans its creation instant.
+    start_ms, end_ms = (
+        request.creation_time_ms if value is None else int(value) for value in time_range
+    )
+    incomplete = output.incomplete.get(index, frames.Incomplete(0, {}, []))
+    crc = _crc32(data_path)
+    metadata = _metadata(request, plan, stats, start_ms, end_ms)
+    (segment_dir / METADATA_FILE).write_text(format_properties(metadata), encoding="ascii")
+    (segment_dir / CREATION_META).write_bytes(pack_creation_meta(crc, request.creation_time_ms))
+    tar_path = work_dir / f"{name}.tar.gz"
+    size = pack_segment(segment_dir, tar_path, mtime=request.creation_time_ms // 1000)
+    phases["pack"] = round(time.monotonic() - mark, 3)
+    phases["batch_size"] = batch_size
+    log.info(
+        "built %s: %d docs (%d incomplete), %d bytes, crc %d",
+        name,
+        stats.total_docs,
+        incomplete.rows,
+        size,
+        crc,
+    )
+    return BuildResult(
+        segment_name=name,
+        tar_path=tar_path,
+        total_docs=stats.total_docs,
+        incomplete_rows=incomplete.rows,
+        incomplete_by_column=incomplete.by_column,
+        problems=incomplete.problems,
+        size_bytes=size,
+        crc=crc,
+        data_crc=crc,
+        start_time_ms=start_ms,
+        end_time_ms=end_ms,
+        metadata=metadata,
+        min_offset=stats.min_offset,
+        max_offset=stats.max_offset,
+        phase_seconds=phases,
+    )

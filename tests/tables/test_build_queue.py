@@ -1,0 +1,78 @@
+"""The pending-build registry on a real Redis: registrations, claims, limits, take-over."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tables.build_batches import BuildQueue, PendingBuild
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def queue(redis_client):
+    cluster = f"test-{uuid.uuid4().hex[:8]}"
+    built = BuildQueue(redis_client, cluster)
+    yield built
+    keys = list(redis_client.scan_iter(match=f"pinot:builds:{cluster}:*"))
+    if keys:
+        redis_client.delete(*keys)
+
+
+def _build(task: str, rows: int = 100) -> PendingBuild:
+    return PendingBuild(task, "t", f"t__0__{task}__20210721T0600Z", f"_staging/{task}", 1, 1 + rows)
+
+
+def test_pending_requests_come_oldest_first_and_survive_the_round_trip(queue):
+    for i, task in enumerate(["b", "a", "c"]):
+        queue.register(_build(task), now_ms=1000 + i)
+    pending = queue.pending()
+    assert [(b.task_id, ms) for b, ms in pending] == [("b", 1000), ("a", 1001), ("c", 1002)]
+    assert pending[0][0] == PendingBuild(**{**_build("b").__dict__, "registered_ms": 1000})
+    assert PendingBuild.from_task("x", ["t", "s", "k", 5, 9], {"output_key": "o"}).output_key == "o"
+
+
+def test_a_request_is_claimed_once_and_its_owner_can_take_it_back(queue):
+    queue.register(_build("a"))
+    assert queue.claim("a", "leader-1")
+    assert not queue.claim("a", "leader-2")
+    assert queue.claimant("a") == "leader-1"
+    assert queue.claim("a", "leader-1")  # its own claim, from a run that died: taken over
+    queue.release(["a"], "leader-2")  # not leader-2's to release
+    assert queue.claimant("a") == "leader-1"
+    queue.release(["a"], "leader-1")
+    assert queue.claimant("a") is None and [b.task_id for b, _ in queue.pending()] == ["a"]
+
+
+def test_claim_pending_respects_the_limits_and_other_claims(queue):
+    for task, rows in [("a", 100), ("b", 900), ("c", 50), ("d", 10), ("e", 10)]:
+        queue.register(_build(task, rows))
+    assert queue.claim("d", "someone-else")
+    taken = queue.claim_pending("leader", exclude={"a"}, max_builds=2, max_rows=100)
+    # b alone is over the row budget, but the first request is always taken; then nothing fits.
+    assert [b.task_id for b in taken] == ["b"]
+    taken = queue.claim_pending("leader2", exclude=set(), max_builds=10, max_rows=1_000)
+    assert [b.task_id for b in taken] == ["a", "c", "e"]  # b is leader's, d someone else's
+    queue.finish(["a", "b", "c"])
+    assert [b.task_id for b, _ in queue.pending()] == ["d", "e"]
+    assert queue.claimant("a") is None and queue.claimant("d") == "someone-else"
+
+
+def test_expired_registrations_are_dropped(queue, redis_client):
+    queue.register(_build("a"))
+    queue.register(_build("b"))
+    redis_client.delete(f"{queue.prefix}request:a")  # as if its registration had expired
+    assert [b.task_id for b, _ in queue.pending()] == ["b"]
+    assert redis_client.zcard(f"{queue.prefix}pending") == 1
+
+
+def test_renew_keeps_only_the_owners_claims_alive(queue, redis_client):
+    queue.claim("a", "leader")
+    queue.claim("b", "other")
+    redis_client.pexpire(f"{queue.prefix}claim:a", 500)
+    redis_client.pexpire(f"{queue.prefix}claim:b", 500)
+    queue.renew(["a", "b"], "leader")
+    assert redis_client.pttl(f"{queue.prefix}claim:a") > 1000
+    assert redis_client.pttl(f"{queue.prefix}claim:b") <= 500
