@@ -188,6 +188,9 @@ class CompletionManager:
         self.deep_store = deep_store
         self._lock = threading.Lock()
         self._fsms: dict[str, tuple[threading.Lock, SegmentCompletionFSM, _Actions]] = {}
+        # One lock per segment whose FSM is being created: its ZooKeeper reads run outside
+        # `_lock`, so the first calls of many segments (a pause) do not queue behind each other.
+        self._creating: dict[str, threading.Lock] = {}
 
     # --- the protocol's calls ----------------------------------------------------------------
     def authenticate(
@@ -345,31 +348,47 @@ class CompletionManager:
         return len(gone)
 
     def _fsm_for(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
+        """The segment's FSM, created from its metadata on the first call (one creation per
+        segment at a time; other segments' calls do not wait for it)."""
         with self._lock:
             entry = self._fsms.get(segment)
             if entry is not None:
                 return entry
-            resources = ResourceManager(ctx)
-            meta = resources.segment_metadata(table, segment)
-            config = resources.get_table_config(table)
-            timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
-            actions = _Actions(self, table, segment)
-            done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)
-            fsm = SegmentCompletionFSM(
-                segment,
-                meta.num_replicas or config.replication,
-                ctx.now_ms(),
-                actions,
-                pauseless=config.pauseless_enabled,
-                zk_status=str(meta.status),
-                zk_end_offset=int(meta.end_offset) if done and meta.end_offset else None,
-                commit_timeout_ms=int(timeout_s) * 1000 if timeout_s else 120_000,
-                first_message_is_stopped_consuming=first_is_stopped,
-                controller_vip_url=self.vip_url,
-            )
-            entry = (threading.Lock(), fsm, actions)
-            self._fsms[segment] = entry
+            creating = self._creating.setdefault(segment, threading.Lock())
+        with creating:
+            with self._lock:
+                entry = self._fsms.get(segment)
+            if entry is not None:
+                return entry
+            try:
+                entry = self._new_fsm(ctx, table, segment, first_is_stopped)
+            finally:
+                with self._lock:
+                    if entry is not None:
+                        self._fsms[segment] = entry
+                    self._creating.pop(segment, None)
             return entry
+
+    def _new_fsm(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
+        resources = ResourceManager(ctx)
+        meta = resources.segment_metadata(table, segment)
+        config = resources.get_table_config(table)
+        timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
+        actions = _Actions(self, table, segment)
+        done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)
+        fsm = SegmentCompletionFSM(
+            segment,
+            meta.num_replicas or config.replication,
+            ctx.now_ms(),
+            actions,
+            pauseless=config.pauseless_enabled,
+            zk_status=str(meta.status),
+            zk_end_offset=int(meta.end_offset) if done and meta.end_offset else None,
+            commit_timeout_ms=int(timeout_s) * 1000 if timeout_s else 120_000,
+            first_message_is_stopped_consuming=first_is_stopped,
+            controller_vip_url=self.vip_url,
+        )
+        return (threading.Lock(), fsm, actions)
 
     def commit_segment_file(
         self, table: str, segment: str, location: str, crc: int | None = None

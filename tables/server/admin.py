@@ -252,6 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 drops connections of a burst (peer downloads, the
+    # console's consumingSegmentsInfo fan-out), which callers' kernels retry only after 1 s.
+    request_queue_size = 1024
     instance: ServerInstance
     metrics: Callable[[], tuple[bytes, str]]
     readiness: ServerReadiness | None

@@ -28,6 +28,15 @@ from tables import builds
 from tables.cluster import context
 from tables.controller import completion
 from tables.controller.process import ControllerProcess
+
+#: Connections the kernel queues while the HTTP thread is busy accepting. socketserver's default
+#: of 5 overflows when every replica of a paused table calls segmentConsumed at once; a dropped
+#: connection is retried by the caller's kernel only after TCP's 1 s initial SYN timeout.
+LISTEN_BACKLOG = 1024
+
+
+class _ControllerHTTPServer(ThreadedWSGIServer):
+    request_queue_size = LISTEN_BACKLOG
 from tables.healing_triggers import request_leader_validation
 from tables.zk.cluster import init_cluster
 
@@ -76,7 +85,7 @@ class Command(BaseCommand):
         ctx = context.current()
         init_cluster(ctx.client, ctx.paths)
         process.start(ctx)
-        server = ThreadedWSGIServer((host, port), WSGIRequestHandler)
+        server = _ControllerHTTPServer((host, port), WSGIRequestHandler)
         server.set_app(get_internal_wsgi_application())
         thread = threading.Thread(target=server.serve_forever, name="controller-http", daemon=True)
         thread.start()
