@@ -28,15 +28,8 @@ ZK="$VAR/zookeeper"
 RD="$VAR/redis"
 PG="$VAR/postgres"
 
-log() { printf '%s\n' "$*"; }
-# A running process: a zombie (killed, not yet reaped by its parent) is not running any more.
-running() {
-  local state
-  state="$(sed -n 's/^.*) \([A-Za-z]\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
-alive() { [ -f "$1" ] && running "$(cat "$1")"; }
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 zk_cmd() {
   exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" || return 1
   printf '%s' "$1" >&3
@@ -44,12 +37,6 @@ zk_cmd() {
   exec 3<&-
 }
 record_started() { [ -z "${STARTED_FILE:-}" ] || echo "$1" >>"$STARTED_FILE"; }
-wait_gone() {
-  local pid=$1
-  for _ in $(seq 150); do running "$pid" || return 0; sleep 0.1; done
-  log "  pid $pid still alive after 15 s: SIGKILL"
-  kill -9 "$pid" 2>/dev/null || true
-}
 
 start_zookeeper() {
   if alive "$ZK/zk.pid"; then log "zookeeper: already running on 127.0.0.1:$ZK_PORT (pid $(cat "$ZK/zk.pid"))"; return; fi

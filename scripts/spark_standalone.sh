@@ -28,14 +28,8 @@ MASTER_PORT="${SPARK_MASTER_PORT:-7077}"
 MASTER_URL="spark://$SPARK_LOCAL_IP:$MASTER_PORT"
 TIMEOUT="${SPARK_STANDALONE_START_TIMEOUT:-120}"
 
-log() { printf '%s\n' "$*"; }
-running() {
-  local state
-  state="$(sed -n 's/^.*) \([A-Za-z]\).*$/\1/p' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
-alive() { [ -f "$1" ] && running "$(cat "$1")"; }
-port_busy() { (exec 3<>"/dev/tcp/$SPARK_LOCAL_IP/$1") 2>/dev/null; }
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 spark_home() {
   [ -n "${SPARK_HOME:-}" ] || SPARK_HOME="$("$VENV/bin/python" -c \
     'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
@@ -68,7 +62,7 @@ wait_for() {
 
 start_master() {
   if alive "$DIR/master.pid"; then log "spark master: already running (pid $(cat "$DIR/master.pid"))"; return; fi
-  if port_busy "$MASTER_PORT"; then
+  if port_busy "$MASTER_PORT" "$SPARK_LOCAL_IP"; then
     log "spark master: port $MASTER_PORT is in use by a process this script did not start; set SPARK_MASTER_PORT" >&2
     return 1
   fi
@@ -91,11 +85,7 @@ stop_one() {
   if alive "$DIR/$name.pid"; then
     pid="$(cat "$DIR/$name.pid")"
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 150); do running "$pid" || break; sleep 0.1; done
-    if running "$pid"; then
-      log "  spark $name (pid $pid) still alive after 15 s: SIGKILL"
-      kill -9 "$pid" 2>/dev/null || true
-    fi
+    wait_gone "$pid"
     log "spark $name: stopped (pid $pid)"
   else
     log "spark $name: not running"
