@@ -48,6 +48,7 @@ from pyspark.sql import types as T
 
 from tables.domain.schema import FieldSpec, Schema
 from tables.segments.transforms import (
+    EPOCH,
     FROM_DATE_TIME,
     TimeFormat,
     Transform,
@@ -249,11 +250,27 @@ def decode(
     return run_stages(df, decode_stages(schema, extra_fields, carry))
 
 
+def _epoch_value(transform: Transform, source: Column) -> Column:
+    """`transform.EPOCH`'s arithmetic on the source read as a long (Java's truncating division;
+    exact as long as the values stay below 2^53)."""
+    value = _cast_scalar(source, "LONG")
+    if transform.multiply != 1:
+        value = value * F.lit(transform.multiply)
+    if transform.divide != 1:
+        value = (value / F.lit(transform.divide)).cast("bigint")
+    if transform.round_to != 1:  # a Rounded form: divided by n above, back to a multiple of n
+        value = value * F.lit(transform.round_to)
+    return value
+
+
 def _transform_value(transform: Transform, spec: FieldSpec) -> Column:
     source = F.col(RAW_COLUMN).getField(transform.source)
-    if transform.function != FROM_DATE_TIME:
+    if transform.function == EPOCH:
+        millis = _epoch_value(transform, source)
+    elif transform.function != FROM_DATE_TIME:
         return _cast(source, spec)
-    millis = F.unix_millis(F.try_to_timestamp(source, F.lit(transform.pattern)))
+    else:
+        millis = F.unix_millis(F.try_to_timestamp(source, F.lit(transform.pattern)))
     if spec.data_type == "TIMESTAMP":
         return F.timestamp_millis(millis)
     if spec.data_type in ("STRING", "JSON"):

@@ -4,9 +4,14 @@ Contract:
 - `parse_transforms(configs, schema)` reads `ingestionConfig.transformConfigs` (a list of
   `{"columnName", "transformFunction"}`) and returns one `Transform` per entry, or raises
   `BuildError("unsupported transform function ...")` naming the first entry it cannot run. Supported
-  functions: `fromDateTime(column, 'javaPattern')` (epoch millis of the parsed text) and a plain
-  column reference (`otherColumn`, or back-quoted / double-quoted). Function names compare like
-  Pinot's: case-insensitive, underscores ignored. The destination must be a schema column.
+  functions: `fromDateTime(column, 'javaPattern')` (epoch millis of the parsed text), Pinot's
+  epoch conversions of a column of epoch millis `toEpoch<Unit>(millis)` (truncated toward zero, as
+  Java's `TimeUnit.toX`), `toEpoch<Unit>Rounded(millis, n)` (that, truncated to a multiple of n),
+  `toEpoch<Unit>Bucket(millis, n)` (that, divided by n), and their inverses `fromEpoch<Unit>(x)`
+  and `fromEpoch<Unit>Bucket(x, n)` (epoch millis of x, or of x * n, units), for the units
+  Seconds, Minutes, Hours and Days; and a plain column reference (`otherColumn`, or back-quoted /
+  double-quoted). Function names compare like Pinot's: case-insensitive, underscores ignored. The
+  destination must be a schema column.
 - `spark_datetime_pattern(pattern)` turns a Java/Joda pattern into a Spark one. The only letters
   that mean something else in Spark are rewritten: Joda's `Z` accepts a literal "Z" as well as
   "+0000" when parsing, so `Z` becomes `XX` (and `ZZ` -> `XXX`, `ZZZ` -> `VV`); Joda's `Y` (year of
@@ -28,6 +33,7 @@ from tables.domain.schema import FieldSpec, Schema
 from tables.segments.errors import BuildError
 
 __all__ = [
+    "EPOCH",
     "FROM_DATE_TIME",
     "IDENTITY",
     "TimeFormat",
@@ -40,6 +46,8 @@ __all__ = [
 
 FROM_DATE_TIME = "fromDateTime"
 IDENTITY = "column"
+EPOCH = "epoch"  # the toEpoch*/fromEpoch* family: value * multiply / divide (see Transform)
+_EPOCH_UNITS = {"seconds": 1_000, "minutes": 60_000, "hours": 3_600_000, "days": 86_400_000}
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<ident>[A-Za-z_$][\w$.]*)|`(?P<bq>[^`]+)`|\"(?P<dq>[^\"]+)\""
@@ -59,12 +67,17 @@ _UNIT_MS: dict[str, tuple[int, int]] = {  # unit -> (multiply, divide) to get mi
 
 @dataclass(frozen=True)
 class Transform:
-    """`column` = `function(source[, pattern])`; `function` is FROM_DATE_TIME or IDENTITY."""
+    """`column` = `function(source[, pattern])`; `function` is FROM_DATE_TIME, EPOCH or IDENTITY.
+    EPOCH: the source as a long, times `multiply`, divided by `divide` (truncated toward zero),
+    then times `round_to` (a `Rounded` form divides by n units, then multiplies by n)."""
 
     column: str
     function: str
     source: str
     pattern: str | None = None  # the Spark pattern, for FROM_DATE_TIME
+    multiply: int = 1
+    divide: int = 1
+    round_to: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,7 +118,9 @@ def _parse_one(column: str, expression: str, schema: Schema) -> Transform:
     def unsupported(reason: str) -> BuildError:
         return BuildError(
             f"unsupported transform function {expression!r} for column {column!r}: {reason} "
-            "(supported: fromDateTime(column, 'pattern') and plain column references)"
+            "(supported: fromDateTime(column, 'pattern'), toEpoch<Unit>[Rounded|Bucket] and "
+            "fromEpoch<Unit>[Bucket] for Seconds, Minutes, Hours and Days, and plain column "
+            "references)"
         )
 
     try:
@@ -127,6 +142,11 @@ def _parse_one(column: str, expression: str, schema: Schema) -> Transform:
     commas = args[1::2]
     if any(c != ("punct", ",") for c in commas) or any(k == "punct" for k, _ in values):
         raise unsupported("arguments must be columns or literals (no nested calls)")
+    epoch = _epoch_transform(column, name, values)
+    if isinstance(epoch, str):
+        raise unsupported(epoch)
+    if epoch is not None:
+        return epoch
     if _canonical(name) != _canonical(FROM_DATE_TIME):
         raise unsupported(f"{name} is not implemented")
     if len(values) != 2 or values[0][0] != "ident" or values[1][0] != "str":
@@ -134,6 +154,37 @@ def _parse_one(column: str, expression: str, schema: Schema) -> Transform:
     if not destination.single_value:
         raise unsupported("fromDateTime cannot fill a multi-value column")
     return Transform(column, FROM_DATE_TIME, values[0][1], spark_datetime_pattern(values[1][1]))
+
+
+def _epoch_transform(
+    column: str, name: str, values: list[tuple[str, str]]
+) -> Transform | str | None:
+    """A toEpoch*/fromEpoch* call as a Transform, the reason it cannot run, or None when `name`
+    is not of that family."""
+    match = re.fullmatch(
+        r"(to|from)epoch(seconds|minutes|hours|days)(rounded|bucket)?", _canonical(name)
+    )
+    if match is None:
+        return None
+    direction, unit, form = match.groups()
+    if direction == "from" and form == "rounded":
+        return f"{name} is not a Pinot function"
+    wanted = 1 if form is None else 2
+    if len(values) != wanted or values[0][0] != "ident":
+        extra = " and a whole number" if wanted == 2 else ""
+        return f"{name} takes a column{extra}"
+    size = 1
+    if wanted == 2:
+        if values[1][0] != "num" or not values[1][1].isdigit() or int(values[1][1]) < 1:
+            return f"{name}'s second argument must be a whole number of at least 1"
+        size = int(values[1][1])
+    factor = _EPOCH_UNITS[unit]
+    source = values[0][1]
+    if direction == "from":  # fromEpochX(x) = x units; fromEpochXBucket(x, n) = x * n units
+        return Transform(column, EPOCH, source, multiply=factor * size)
+    if form == "rounded":
+        return Transform(column, EPOCH, source, divide=factor * size, round_to=size)
+    return Transform(column, EPOCH, source, divide=factor * (size if form == "bucket" else 1))
 
 
 def parse_transforms(

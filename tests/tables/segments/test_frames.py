@@ -240,6 +240,60 @@ def test_from_date_time_fills_missing_values_only(spark):
     assert rows[4]["ts"] == 5
 
 
+EPOCH_SCHEMA = parse_schema(
+    {
+        "schemaName": "epochs",
+        "dimensionFieldSpecs": [{"name": name, "dataType": "LONG"} for name in ("m", "d")]
+        + [{"name": name, "dataType": "LONG"} for name in ("sec", "minr", "hb", "dr")]
+        + [{"name": "back", "dataType": "LONG"}, {"name": "bucket", "dataType": "LONG"}]
+        + [{"name": "text", "dataType": "STRING"}],
+    }
+)
+
+
+def test_epoch_transforms_compute_as_pinot(spark):
+    # Pinot's documented examples (ToEpoch*Rounded of 1613472303000) and its Java arithmetic:
+    # TimeUnit conversions truncate toward zero, Bucket divides, Rounded truncates to a multiple.
+    transforms = parse_transforms(
+        [
+            {"columnName": "sec", "transformFunction": "toEpochSeconds(m)"},
+            {"columnName": "minr", "transformFunction": "toEpochMinutesRounded(m, 10)"},
+            {"columnName": "hb", "transformFunction": "to_epoch_hours_bucket(m, 5)"},
+            {"columnName": "dr", "transformFunction": "ToEpochDaysRounded(m, 10)"},
+            {"columnName": "back", "transformFunction": "fromEpochDays(d)"},
+            {"columnName": "bucket", "transformFunction": "fromEpochMinutesBucket(d, 15)"},
+            {"columnName": "text", "transformFunction": "toEpochDays(m)"},
+        ],
+        EPOCH_SCHEMA,
+    )
+    messages = [(1, {"m": 1613472303000, "d": 16071}), (2, {"m": -1500, "d": -1}), (3, {})]
+    decoded = frames.decode(frame(spark, messages), EPOCH_SCHEMA, transform_sources(transforms))
+    out = frames.apply_transforms(decoded, transforms, EPOCH_SCHEMA)
+    rows = {r["__offset"]: r.asDict() for r in out.collect()}
+    first = rows[1]
+    assert (first["sec"], first["minr"], first["hb"], first["dr"]) == (
+        1613472303,
+        26891200,
+        448186 // 5,
+        18670,
+    )
+    assert (first["back"], first["bucket"], first["text"]) == (
+        16071 * 86_400_000,
+        16071 * 15 * 60_000,
+        "18674",
+    )
+    assert (rows[2]["sec"], rows[2]["back"]) == (-1, -86_400_000)  # toward zero, as Java
+    assert rows[3]["sec"] is None and rows[3]["back"] is None and rows[3]["__problems"] == []
+    for function, reason in (
+        ("fromEpochDaysRounded(d, 2)", "not a Pinot function"),
+        ("toEpochDaysBucket(m)", "takes a column and a whole number"),
+        ("toEpochDaysBucket(m, 0)", "at least 1"),
+        ("toEpochDays(m, 3)", "takes a column"),
+    ):
+        with pytest.raises(BuildError, match=reason):
+            parse_transforms([{"columnName": "sec", "transformFunction": function}], EPOCH_SCHEMA)
+
+
 def test_sort_for_segment_orders_by_time_then_offset_nulls_last(spark):
     df = spark.createDataFrame(
         [(10, 3), (None, 1), (5, 9), (10, 2), (5, 4)], "t bigint, __offset bigint"
