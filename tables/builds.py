@@ -69,7 +69,6 @@ from tables.segments.builder import (
 from tables.segments.deepstore import DeepStore
 from tables.segments.errors import BuildError
 from tables.segments.spark import get_session
-from tables.streams.redis_streams import DEFAULT_KEY_PREFIX
 
 __all__ = [
     "BATCH_MAX_BUILDS",
@@ -567,11 +566,9 @@ def reingest_segment(
         name = LLCSegmentName.parse(segment)
         if name is None:
             raise ValueError(f"{segment} is not an LLC segment name: no partition to re-read")
-        redis_url = config.stream_config.get("stream.redis.url") or ctx.redis_url
         spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
-        prefix = config.stream_config.get("stream.redis.key.prefix") or DEFAULT_KEY_PREFIX
         return build_from_stream(
-            spark, request, redis_url, config.topic_name, name.partition_group_id, work, prefix
+            spark, request, config.stream_config, name.partition_group_id, work, ctx.redis_url
         )
 
     return _run(ctx, Job.Kind.REINGEST, REINGEST_FAILURES, table, segment, task_id, build)

@@ -1,6 +1,7 @@
 """Segment builds on Spark: staged rows or a re-read stream range -> one packed segment.
 
-Entry points (plain arguments; no Django, so the job runs anywhere Spark and redis-py run):
+Entry points (plain arguments; no Django, so the job runs anywhere Spark and the stream's client
+library run):
 - `write_staging(pairs, path)` (from `tables.segments.staging`): the server side. Writes
   `(offset, message bytes)` pairs, in the order given, to one Parquet file (columns `offset` int64,
   `value` binary) with pyarrow, atomically (temporary file beside it, then rename).
@@ -14,13 +15,19 @@ Entry points (plain arguments; no Django, so the job runs anywhere Spark and red
 - `build_from_staging(spark, request, staging_uri, work_dir)`: a batch of one (raises its error).
   `file://` URIs and plain paths are read by Spark directly; other schemes (`s3://`, ...) are
   first copied into `work_dir` through fsspec.
-- `build_from_stream(spark, request, redis_url, topic, partition, work_dir, key_prefix)`: re-ingests
-  `[start_offset, end_offset)` of a Redis stream partition. Spark tasks read offset chunks, each
-  with its own client; the rows are written once to Parquet files in `work_dir` and then go
-  through exactly the same steps as a staged file, so the segment equals the one built from staging
-  of the same rows (same rows, same CRC, same tar bytes). A start offset the stream no longer
-  holds, or offsets missing inside the range, raise `DataLoss` naming the first available offset,
-  unless `allow_data_loss=True`; offsets not produced yet raise `BuildError`.
+- `build_from_stream(spark, request, stream_config, partition, work_dir, default_redis_url)`:
+  re-ingests `[start_offset, end_offset)` of one partition of the table's stream, for any plugin
+  with an offset-range source (`tables.streams.base`: Redis, Kafka). The driver asks the plugin's
+  provider for the earliest and latest offsets; Spark tasks read offset chunks with the plugin's
+  `RangeSource` (pickled by value with the rest of `tables.streams`, so executors need the
+  stream's client library, not this code base), each with its own client; the rows are written
+  once to Parquet files in `work_dir` and then go through exactly the same steps as a staged file,
+  so the segment equals the one built from staging of the same rows (same rows, same CRC, same
+  tar bytes). A start offset the stream no longer holds raises `DataLoss` naming the first
+  available offset and how many offsets were lost, and so do offsets lost while reading (a dense
+  stream: fewer rows than offsets; a sparse one such as Kafka, whose transaction markers and
+  compaction leave offsets without a message: ranges its source reports below the low
+  watermark), unless `allow_data_loss=True`; offsets not produced yet raise `BuildError`.
 - `read_segment(tar_path)`: metadata properties and rows of a packed segment.
 
 Contract of a build:
@@ -52,19 +59,19 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from pyspark import cloudpickle
+from pyspark.accumulators import AddingAccumulatorParam
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+import tables.streams
 from tables.domain.schema import Schema, SchemaError, parse_schema
 from tables.domain.table_config import TableConfigError, parse_table_config
-from tables.segments import stream_source
 from tables.segments.batch import GroupOutput, GroupPlan, run_group
 from tables.segments.errors import BuildError, DataLoss
 from tables.segments.finish import INDEX_VERSION, BuildRequest, BuildResult, finish
@@ -75,12 +82,10 @@ from tables.segments.transforms import (
     parse_time_format,
     parse_transforms,
 )
-from tables.streams.base import StreamError
-from tables.streams.redis_streams import DEFAULT_KEY_PREFIX, RedisStreamProvider
+from tables.streams.base import StreamError, provider_for, range_source_for
 
 __all__ = [
     "COLLECT_MAX_BYTES",
-    "DEFAULT_KEY_PREFIX",
     "INDEX_VERSION",
     "BatchItem",
     "BuildError",
@@ -90,6 +95,7 @@ __all__ = [
     "build_batch",
     "build_from_staging",
     "build_from_stream",
+    "chunk_ranges",
     "read_segment",
     "write_staging",
 ]
@@ -105,8 +111,9 @@ _INPUT_SCHEMA = T.StructType(
     [T.StructField("offset", T.LongType(), True), T.StructField("value", T.BinaryType(), True)]
 )
 
-# Executors get the Redis reader by value: they need redis-py, not this code base.
-cloudpickle.register_pickle_by_value(stream_source)
+# Executors get the stream plugins' range sources by value: they need the stream's client library
+# (redis-py, confluent-kafka), not this code base.
+cloudpickle.register_pickle_by_value(tables.streams)
 
 
 @dataclass(frozen=True)
@@ -303,32 +310,50 @@ def build_from_staging(
     return outcome
 
 
+def chunk_ranges(start: int, end: int, chunk_size: int) -> list[tuple[int, int]]:
+    """`[start, end)` as consecutive `[a, b)` chunks of at most `chunk_size` offsets."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, not {chunk_size}")
+    return [(a, min(a + chunk_size, end)) for a in range(start, end, chunk_size)]
+
+
+def _lost_offsets(ranges: Iterable[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """(how many offsets of `[start, end)` the reported `[first_missing, first_available)` ranges
+    cover, where the stream resumed after the lowest run of them). Tasks report overlapping or
+    adjacent ranges (each chunk its own part of one trim); they are merged first."""
+    runs: list[list[int]] = []
+    for low, high in sorted(ranges):
+        if runs and low <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], high)
+        else:
+            runs.append([low, high])
+    missing = sum(max(0, min(high, end) - max(low, start)) for low, high in runs)
+    return missing, (runs[0][1] if runs else start)
+
+
 def build_from_stream(
     spark: SparkSession,
     request: BuildRequest,
-    redis_url: str,
-    topic: str,
+    stream_config: Mapping[str, str],
     partition: int,
     work_dir: Path,
-    key_prefix: str = DEFAULT_KEY_PREFIX,
+    default_redis_url: str = "",
     allow_data_loss: bool = False,
 ) -> BuildResult:
-    """Re-ingest `[request.start_offset, request.end_offset)` of one Redis stream partition."""
-    import redis
-
+    """Re-ingest `[request.start_offset, request.end_offset)` of one partition of the stream of
+    `stream_config` (a table's stream config map; see the module docstring)."""
     _plan(spark, request)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     start, end = request.start_offset, request.end_offset
-    client = redis.Redis.from_url(redis_url, socket_timeout=30, socket_connect_timeout=30)
     try:
-        provider = RedisStreamProvider(client, topic, key_prefix)
-        earliest = provider.earliest_offset(partition)
-        latest = provider.latest_offset(partition)
+        with provider_for(stream_config, default_redis_url) as provider:
+            topic = provider.topic
+            earliest = provider.earliest_offset(partition)
+            latest = provider.latest_offset(partition)
+        source = range_source_for(stream_config, partition, default_redis_url)
     except (StreamError, ValueError) as exc:
         raise BuildError(f"cannot re-ingest {request.segment_name}: {exc}") from None
-    finally:
-        client.close()
     where = f"topic {topic!r} partition {partition}"
     if end > latest:
         raise BuildError(
@@ -342,11 +367,17 @@ def build_from_stream(
             earliest,
             lost,
         )
-    # Layout of tables.streams.redis_streams: one stream per partition at <prefix><topic>:<p>.
-    stream_key = f"{key_prefix}{topic}:{partition}"
-    chunks = stream_source.chunk_ranges(start, end, _STREAM_CHUNK)
-    reader = partial(stream_source.read_chunks, redis_url=redis_url, stream_key=stream_key)
-    rdd = spark.sparkContext.parallelize(chunks, max(1, len(chunks))).mapPartitions(reader)
+    losses = spark.sparkContext.accumulator((), AddingAccumulatorParam(()))
+
+    def read(chunks: Iterable[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+        def lost(first_missing: int, first_available: int) -> None:
+            losses.add(((first_missing, first_available),))
+
+        for low, high in chunks:
+            yield from source.read(low, high, lost)
+
+    chunks = chunk_ranges(start, end, _STREAM_CHUNK)
+    rdd = spark.sparkContext.parallelize(chunks, max(1, len(chunks))).mapPartitions(read)
     staged = work_dir / f".stream-{uuid.uuid4().hex}"
     try:
         found = Observation(f"stream-read-{uuid.uuid4().hex}")
@@ -354,12 +385,17 @@ def build_from_stream(
             found, F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo")
         ).write.mode("overwrite").parquet(str(staged))
         counted = found.get
-        missing = (end - start) - int(counted["n"])
-        if missing and not allow_data_loss:
+        if source.dense:
+            missing = (end - start) - int(counted["n"])
             first = int(counted["lo"] if counted["lo"] is not None else latest)
+            how = "trimmed or deleted while reading"
+        else:
+            missing, first = _lost_offsets(losses.value, start, end)
+            how = "below the low watermark when read"
+        if missing and not allow_data_loss:
             raise DataLoss(
-                f"{where}: {missing} offsets of [{start}, {end}) are missing (trimmed or deleted "
-                f"while reading); the first available offset is {first}",
+                f"{where}: {missing} offsets of [{start}, {end}) are missing ({how}); "
+                f"the first available offset is {first}",
                 first,
                 missing,
             )

@@ -22,21 +22,37 @@ Plugins register a factory under their `streamType` and are built from a table's
 (Pinot's keys: `streamType`, `stream.<type>.topic.name`, `stream.<type>.<prop>`) by `provider_for`.
 `TopicAdmin` is the write side of a stream the project runs itself (the embedded one): creating
 topics, producing and retention trimming, for the produce command and tests.
+
+Offset ranges. Re-ingestion reads a closed range `[start, end)` of one partition again, inside
+Spark tasks. `range_source_for(stream_config, partition, default_redis_url)` returns the plugin's
+`RangeSource` for that partition (plugins register one factory per `streamType` with
+`register_range_source`): a small picklable value (plain settings, no client) whose
+`read(start, end, lost)` runs where it is used, opens its own client, reads in pages and closes
+the client, yielding `(offset, value bytes)` in offset order for every message of the range the
+stream still holds. `dense` says how to recognise loss: in a dense stream (the embedded Redis one)
+every offset below the latest holds a message unless it was trimmed, so fewer messages than
+offsets means loss; in a sparse one (Kafka) transaction markers and compaction leave offsets
+without a message, and only a read below the low watermark loses data: `read` reports each such
+range through `lost(first_missing, first_available)` and moves on.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
 
 __all__ = [
     "LARGEST",
     "SMALLEST",
+    "LossCallback",
     "MessageBatch",
     "ProviderFactory",
+    "RangeSource",
+    "RangeSourceFactory",
     "StreamError",
     "StreamMessage",
     "StreamProvider",
@@ -48,6 +64,8 @@ __all__ = [
     "fetch_timeout_ms",
     "offset_reset_criteria",
     "provider_for",
+    "range_source_for",
+    "register_range_source",
     "register_stream_type",
     "stream_property",
     "stream_types",
@@ -257,6 +275,31 @@ class StreamProvider(ABC):
         self.close()
 
 
+LossCallback = Callable[[int, int], None]
+"""`lost(first_missing, first_available)`: offsets `[first_missing, first_available)` are gone
+(`first_available` is where the stream resumes, which may lie beyond the range read)."""
+
+
+class RangeSource(ABC):
+    """The messages of one partition in offset ranges, read where they are used (see the module
+    docstring). Instances are picklable and hold no client; `read` may run in any process that
+    can reach the stream."""
+
+    #: True: every offset below the latest holds a message unless it was trimmed (a count
+    #: shortfall is loss). False: offsets may hold no message (transaction markers, compaction);
+    #: `read` reports losses through its `lost` callback.
+    dense: bool = True
+
+    @abstractmethod
+    def read(
+        self, start: int, end: int, lost: LossCallback | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """Every message the stream still holds with an offset in `[start, end)`, in offset order,
+        each once. Offsets the stream no longer holds are skipped (a sparse source calls `lost`
+        for them); it never waits for offsets not produced yet (the caller checks the range
+        against the latest offset first)."""
+
+
 class TopicAdmin(ABC):
     """The write side of a stream this project runs itself."""
 
@@ -319,7 +362,11 @@ class TopicAdmin(ABC):
 ProviderFactory = Callable[[str, Mapping[str, str], str], StreamProvider]
 """`factory(topic, stream_config, default_redis_url)` -> a provider for that topic."""
 
+RangeSourceFactory = Callable[[str, Mapping[str, str], str, int], RangeSource]
+"""`factory(topic, stream_config, default_redis_url, partition)` -> that partition's source."""
+
 _registry: dict[str, ProviderFactory] = {}
+_range_registry: dict[str, RangeSourceFactory] = {}
 _registry_lock = threading.Lock()
 
 
@@ -327,6 +374,12 @@ def register_stream_type(name: str, factory: ProviderFactory) -> None:
     """Make `streamType: <name>` build providers with `factory` (a later call replaces it)."""
     with _registry_lock:
         _registry[name] = factory
+
+
+def register_range_source(name: str, factory: RangeSourceFactory) -> None:
+    """Make `streamType: <name>` re-read offset ranges with `factory` (a later call replaces it)."""
+    with _registry_lock:
+        _range_registry[name] = factory
 
 
 def stream_types() -> list[str]:
@@ -363,12 +416,30 @@ def provider_for(stream_config: Mapping[str, str], default_redis_url: str) -> St
     Reads `streamType` and `stream.<type>.topic.name`; raises UnknownStreamType when no plugin is
     registered for the type, StreamError when a key is missing.
     """
+    topic, factory = _lookup(stream_config, _registry)
+    return factory(topic, stream_config, default_redis_url)
+
+
+def range_source_for(
+    stream_config: Mapping[str, str], partition: int, default_redis_url: str
+) -> RangeSource:
+    """The `RangeSource` of one partition of a Pinot stream config map's topic (the same keys and
+    errors as `provider_for`; UnknownStreamType also when the plugin cannot re-read ranges)."""
+    topic, factory = _lookup(stream_config, _range_registry)
+    return factory(topic, stream_config, default_redis_url, partition)
+
+
+_F = TypeVar("_F")
+
+
+def _lookup(stream_config: Mapping[str, str], registry: Mapping[str, _F]) -> tuple[str, _F]:
+    """(topic, the factory registered for the streamType) of a stream config map."""
     stream_type = (stream_config.get("streamType") or "").strip()
     if not stream_type:
         raise StreamError("stream config has no streamType")
     with _registry_lock:
-        factory = _registry.get(stream_type)
-        known = ", ".join(sorted(_registry)) or "none"
+        factory = registry.get(stream_type)
+        known = ", ".join(sorted(registry)) or "none"
     if factory is None:
         raise UnknownStreamType(
             f"stream type {stream_type!r} has no plugin in this installation (known: {known})"
@@ -376,4 +447,4 @@ def provider_for(stream_config: Mapping[str, str], default_redis_url: str) -> St
     topic = stream_config.get(f"stream.{stream_type}.topic.name")
     if not topic:
         raise StreamError(f"stream config has no stream.{stream_type}.topic.name")
-    return factory(topic, stream_config, default_redis_url)
+    return topic, factory

@@ -47,6 +47,12 @@ Outages. A Redis that cannot be reached, times out or is still loading its appen
 `TopicNotFound` (permanent). Writes are idempotent when given a `batch_id`: a retry of a batch whose
 reply was lost (Redis stalled after applying it) returns the offsets of the first write instead of
 appending the rows again. The marker lives `DEDUPE_TTL_S` beside the partition's stream.
+
+Offset ranges (re-ingestion, see `tables.streams.base`). `RedisRangeSource` holds the Redis URL and
+the partition's stream key; `read(start, end)` opens its own client, reads `[start, end)` with
+paged XRANGE calls (`RANGE_PAGE_SIZE` entries each) and closes the client. The stream is dense:
+every offset below the latest holds a message until it is trimmed, so the caller counts what came
+back to find offsets trimmed (or deleted) before or while it read.
 """
 
 from __future__ import annotations
@@ -54,30 +60,36 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import ParamSpec, TypeVar, overload
 
 import redis
 
 from tables.redisconn import get_redis
 from tables.streams.base import (
+    LossCallback,
     MessageBatch,
+    RangeSource,
     StreamError,
     StreamProvider,
     StreamUnavailable,
     TopicAdmin,
     TopicExists,
     TopicNotFound,
+    register_range_source,
     register_stream_type,
 )
 
 __all__ = [
     "DEFAULT_KEY_PREFIX",
     "FIRST_OFFSET",
+    "RANGE_PAGE_SIZE",
     "STREAM_TYPE",
+    "RedisRangeSource",
     "RedisStreamProvider",
     "RedisTopicAdmin",
     "provider_from_config",
+    "range_source_from_config",
 ]
 
 STREAM_TYPE = "redis"
@@ -86,6 +98,7 @@ FIRST_OFFSET = 1
 VALUE_FIELD = b"v"
 TIME_FIELD = b"t"
 DEDUPE_TTL_S = 3600
+RANGE_PAGE_SIZE = 1000  # entries per XRANGE of a range read
 
 # KEYS: meta, stream[, dedupe marker]. ARGV: partition, now_ms, marker ttl, value...
 # Returns the first id written (or, for a batch already written, the first id it got then).
@@ -432,6 +445,46 @@ class RedisTopicAdmin(TopicAdmin):
         return True
 
 
+class RedisRangeSource(RangeSource):
+    """One partition's stream re-read by offset range (see the module's Offset ranges note)."""
+
+    dense = True
+
+    def __init__(self, redis_url: str, stream_key: str, page_size: int = RANGE_PAGE_SIZE) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, not {page_size}")
+        self.redis_url = redis_url
+        self.stream_key = stream_key
+        self.page_size = page_size
+
+    def __repr__(self) -> str:
+        return f"RedisRangeSource({self.stream_key!r})"
+
+    def read(
+        self, start: int, end: int, lost: LossCallback | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        client = redis.Redis.from_url(self.redis_url, socket_timeout=30, socket_connect_timeout=30)
+        try:
+            low, last = start, _entry_id(end - 1)
+            while low < end:
+                entries = client.xrange(
+                    self.stream_key, min=_entry_id(low), max=last, count=self.page_size
+                )
+                if not entries:
+                    break
+                for entry_id, fields in entries:
+                    offset = _offset(entry_id)
+                    yield offset, bytes(fields.get(VALUE_FIELD, b""))
+                    low = offset + 1
+        finally:
+            client.close()
+
+
+def _url_and_prefix(stream_config: Mapping[str, str], default_redis_url: str) -> tuple[str, str]:
+    url = stream_config.get("stream.redis.url") or default_redis_url
+    return url, stream_config.get("stream.redis.key.prefix") or DEFAULT_KEY_PREFIX
+
+
 def provider_from_config(
     topic: str, stream_config: Mapping[str, str], default_redis_url: str
 ) -> RedisStreamProvider:
@@ -439,9 +492,17 @@ def provider_from_config(
 
     `stream.redis.key.prefix` is this project's own key (default "pinot:stream:").
     """
-    url = stream_config.get("stream.redis.url") or default_redis_url
-    prefix = stream_config.get("stream.redis.key.prefix") or DEFAULT_KEY_PREFIX
+    url, prefix = _url_and_prefix(stream_config, default_redis_url)
     return RedisStreamProvider(get_redis(url), topic, prefix)
 
 
+def range_source_from_config(
+    topic: str, stream_config: Mapping[str, str], default_redis_url: str, partition: int
+) -> RedisRangeSource:
+    """The registered range-source factory (the same keys as `provider_from_config`)."""
+    url, prefix = _url_and_prefix(stream_config, default_redis_url)
+    return RedisRangeSource(url, _Keys(prefix, topic).partition(partition))
+
+
 register_stream_type(STREAM_TYPE, provider_from_config)
+register_range_source(STREAM_TYPE, range_source_from_config)

@@ -72,7 +72,7 @@ class Ledger:
                 TABLE, name, schema.raw, config.rest, *built, self.first.creation_time_ms
             )
             result = build_from_stream(
-                self.spark, request, self.redis_url, self.topic, 0, self.work
+                self.spark, request, config.stream_config, 0, self.work, self.redis_url
             )
             store = builds.deep_store()
             uri = store.uri_for(store.segment_key(TABLE, name))

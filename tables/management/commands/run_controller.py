@@ -28,6 +28,8 @@ from tables import builds
 from tables.cluster import context
 from tables.controller import completion
 from tables.controller.process import ControllerProcess
+from tables.healing_triggers import request_leader_validation
+from tables.zk.cluster import init_cluster
 
 #: Connections the kernel queues while the HTTP thread is busy accepting. socketserver's default
 #: of 5 overflows when every replica of a paused table calls segmentConsumed at once; a dropped
@@ -37,8 +39,6 @@ LISTEN_BACKLOG = 1024
 
 class _ControllerHTTPServer(ThreadedWSGIServer):
     request_queue_size = LISTEN_BACKLOG
-from tables.healing_triggers import request_leader_validation
-from tables.zk.cluster import init_cluster
 
 
 class Command(BaseCommand):

@@ -223,45 +223,27 @@ def test_reingesting_from_redis_equals_the_staged_build(
     admin.produce("githubEvents", 0, LINES[:5], now_ms=CREATED_MS)  # another partition
     monkeypatch.setattr(builder, "_STREAM_CHUNK", 300)  # three Spark tasks, one client each
 
-    result = build_from_stream(
-        spark, request(), settings.REDIS_URL, "githubEvents", 1, tmp_path / "re", key_prefix=prefix
-    )
+    stream = {
+        "streamType": "redis",
+        "stream.redis.topic.name": "githubEvents",
+        "stream.redis.key.prefix": prefix,
+    }
+    url = settings.REDIS_URL
+
+    result = build_from_stream(spark, request(), stream, 1, tmp_path / "re", url)
     assert result.total_docs == 800 and result.crc == built.crc
     assert result.tar_path.read_bytes() == built.tar_path.read_bytes()
 
     with pytest.raises(BuildError, match="not all produced yet"):
-        build_from_stream(
-            spark,
-            request(1, 802),
-            settings.REDIS_URL,
-            "githubEvents",
-            1,
-            tmp_path / "late",
-            key_prefix=prefix,
-        )
+        build_from_stream(spark, request(1, 802), stream, 1, tmp_path / "late", url)
 
     admin.trim_before("githubEvents", 1, 101)
     with pytest.raises(DataLoss, match="first available offset is 101") as lost:
-        build_from_stream(
-            spark,
-            request(),
-            settings.REDIS_URL,
-            "githubEvents",
-            1,
-            tmp_path / "lost",
-            key_prefix=prefix,
-        )
+        build_from_stream(spark, request(), stream, 1, tmp_path / "lost", url)
     assert lost.value.first_available_offset == 101 and lost.value.missing == 100
 
     partial = build_from_stream(
-        spark,
-        request(),
-        settings.REDIS_URL,
-        "githubEvents",
-        1,
-        tmp_path / "partial",
-        key_prefix=prefix,
-        allow_data_loss=True,
+        spark, request(), stream, 1, tmp_path / "partial", url, allow_data_loss=True
     )
     assert partial.total_docs == 700 and (partial.min_offset, partial.max_offset) == (101, 800)
 
