@@ -1,12 +1,17 @@
 """The controller-side Prometheus metrics: cluster state under Pinot's names and labels (§9.3).
 
-Every family but one is computed at scrape time from the database MIRROR of ZooKeeper
-(`tables.models`, written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a
-query is shared), never from ZooKeeper itself, with a fixed number of aggregate queries (seven, six
-without pauseless tables, whatever the number of tables or partitions: the status checks are
-joined to the tables' query), so a scrape stays cheap at 1,000 tables x 16 partitions and works
-while ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows). The one exception is read
-from Redis in one round trip: `pinot_controller_reingestedSegmentUploadsInProgress_Value` (below).
+The families are computed at scrape time from the database MIRROR of ZooKeeper (`tables.models`,
+written by `tables.mirror.sync`, read through `tables.mirror.read_model` where a query is shared),
+with a fixed number of aggregate queries (six; one more when a table is pauseless, two more when a
+partition is paused or unreported; whatever the number of tables or partitions: the status checks
+are joined to the tables' query), so a scrape stays cheap at 1,000 tables x 16 partitions and
+works while ZooKeeper is down (`pinot_console_mirror_age_seconds` then grows). Three exceptions,
+each answering from the mirror (or not at all) when its source cannot be read:
+`pinot_controller_reingestedSegmentUploadsInProgress_Value`, read from Redis in one round trip
+(below); the lead-controller health, read from ZooKeeper itself (`monitoring.leadership_live`,
+five reads), so a controller that died since the mirror's last sync reads as dead at once, however
+the worker's sync fares; and the stream's latest offset of the partitions no replica reports on
+(paused ones included: `monitoring.partition_metrics`, `monitoring.stream_offsets`).
 
 Families (all defined once, in `DEFINITIONS`):
 
@@ -34,15 +39,22 @@ Families (all defined once, in `DEFINITIONS`):
   `doctor_facts.committing_repair_allowed`; else 0). Computed from the mirror at each scrape, so
   they hold between healer runs; absent for other tables, as Pinot sets them only for pauseless
   ones.
-- per partition, RealtimeConsumerMonitor's `pinot_controller_maxRecordsLag_Value` and
-  `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition}`, only for
-  partitions whose lag is known (`triage.lag_known`: a reporting replica knows its upstream
-  offset); an unknown lag is absent, not 0.
+- per partition (`monitoring.partition_metrics` says what each means): RealtimeConsumerMonitor's
+  `pinot_controller_maxRecordsLag_Value` and
+  `pinot_controller_maxRecordAvailabilityLagMs_Value{table,tableType,partition,paused}` (an
+  unknown lag is absent, not 0; a paused partition's is the rows waiting, `paused="true"`), and
+  the console's `pinot_console_partition_consumed_offset`, `..._upstream_offset`,
+  `..._paused`, `..._replicas_up` and `..._replicas_expected{table,tableType,partition}`;
+  per REALTIME table `pinot_console_paused_partitions{table,tableType}`; per server tag of the
+  REALTIME tables `pinot_console_servers_live{tag}` and `pinot_console_servers_needed{tag}` (the
+  highest replication on the tag). `missingConsumingSegmentTotalCount` counts paused partitions
+  without a CONSUMING segment, as Pinot's (the IdealState's) does, also when it comes from the
+  mirror's count, which leaves them out: alerts subtract `pinot_console_paused_partitions`.
 - durable counters (`tables.models.DurableCounter`) as Pinot meters' `_Count`:
   `pinot_controller_<name>_Count{table,tableType}` (`llcStreamDataLoss`; Pinot's
   `segmentMissingDeepStoreLink`, commits ended with a blank deep-store location, and the
   deep-store upload repair's `llcSegmentsDeepStoreUploadRetrySuccess` and `...RetryError`;
-  `llcStateMachineAborts`: `{table}` only, as Pinot keys that meter by raw table) and the two
+  and `llcStateMachineAborts`, like every table family) and the two
   server meters Pinot's
   pauseless design names, with the server's prefix and labels:
   `pinot_server_segmentBuildFailure_Count{table,tableType,topic,partition}` (Pinot keys it by the
@@ -78,11 +90,14 @@ Families (all defined once, in `DEFINITIONS`):
   `/CONTROLLER/LEADER`, 0 for every other live controller) and
   `pinot_controller_pinotLeadControllerResourceEnabled_Value` (per live controller, the
   resource's RESOURCE_ENABLED as 1/0; absent before the mirror first read it).
-- the partitions whose tables have no lead controller, as the mirror sync decided
-  (`tables.mirror.sync`: no live MASTER, and not led by the cluster leader because the resource
-  is disabled): `pinot_console_lead_controller_partitions_without_master` (their count) and
+- the partitions whose tables have no lead controller, as ZooKeeper has it now
+  (`monitoring.leadership_live`; the mirror sync's decision while ZooKeeper cannot be read: no
+  live MASTER, and not led by the cluster leader because the resource is disabled):
+  `pinot_console_lead_controller_partitions_without_master` (their count) and
   `pinot_console_lead_controller_leaderless_seconds{partition}` (per such partition, seconds
-  since `leaderless_since`; `partition` is the number of `leadControllerResource_<n>`).
+  since the mirror's `leaderless_since`; absent for a loss the mirror has not seen yet;
+  `partition` is the number of `leadControllerResource_<n>`). The LeadControllerManager gauges
+  above take the live controllers, cluster leader and RESOURCE_ENABLED from ZooKeeper too.
 - this console's own: `pinot_console_live_instances{kind}`, `pinot_console_instances{kind}`,
   `pinot_console_tables{tableType}`, `pinot_console_mirror_age_seconds` (+Inf before the first
   sync),
@@ -100,15 +115,16 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
-from django.db.models import Case, CharField, Count, F, Value, When
 from django.utils import timezone
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from monitoring import leadership_live
 from monitoring.definitions import (
     BUILD_FAILURE,
     CHECK_FRESH_PERIODS,
@@ -116,7 +132,6 @@ from monitoring.definitions import (
     COUNTERS,
     DEFINITIONS,
     LEGACY_COUNTERS,
-    PARTITION_GAUGES,
     PAUSELESS_GAUGES,
     REALTIME,
     REFUSAL_COUNTERS,
@@ -129,6 +144,7 @@ from monitoring.definitions import (
     Definition,
 )
 from monitoring.in_progress import count_in_progress
+from monitoring.partition_metrics import PartitionFacts, partition_families
 from tables.domain.completion_trust import REFUSED_COUNTER, Cause
 from tables.domain.doctor_facts import committing_repair_allowed
 from tables.domain.names import raw_table_name
@@ -141,7 +157,6 @@ from tables.models import (
     MirroredSegment,
     MirroredTable,
     MirrorState,
-    PartitionStatus,
 )
 from tables.redisconn import get_redis
 
@@ -159,6 +174,7 @@ log = logging.getLogger(__name__)
 
 REALTIME_SUFFIX = "_REALTIME"
 ALWAYS_REPORTED_KINDS = ("SERVER", "CONTROLLER")
+MISSING = "missingConsumingSegmentTotalCount"
 
 
 # --- the collector --------------------------------------------------------------------------------
@@ -172,13 +188,14 @@ class ControllerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         state = read_model.mirror_state()  # query 6, shared by the leadership and the mirror
-        realtime = yield from self._tables()
-        partitions = yield from self._partitions()
+        live = yield from self._instances()
+        facts = PartitionFacts()
+        yield from partition_families(live.servers, facts)
+        realtime = yield from self._tables(facts, live)
         yield from self._pauseless(realtime)
-        yield from self._counters(realtime, partitions)
+        yield from self._counters(realtime, facts.partitions)
         yield self._uploads_in_progress()
-        live_controllers = yield from self._instances()
-        yield from self._leadership(live_controllers, state)
+        yield from self._leadership(live.controllers, state)
         yield from self._mirror(state)
 
     def _check_cutoff(self) -> datetime:
@@ -186,15 +203,17 @@ class ControllerCollector(Collector):
         period_s = settings.STATUS_CHECKER_FREQUENCY_SECONDS or 60
         return self.now() - timedelta(seconds=CHECK_FRESH_PERIODS * period_s)
 
-    def _tables(self) -> Iterator[Metric]:
-        """Query 1: every table's gauges, its status check joined. Returns the REALTIME tables:
-        raw name -> (topic, pauseless)."""
+    def _tables(self, facts: PartitionFacts, live: LiveInstances) -> Iterator[Metric]:
+        """Query 1: every table's gauges, its status check joined, the paused partitions and the
+        servers each tag needs. Returns the REALTIME tables: raw name -> (topic, pauseless)."""
         mirror = [(k, g.mirror) for k, g in TABLE_GAUGES.items() if g.mirror]
         check = [(k, g.check) for k, g in TABLE_GAUGES.items() if g.check]
         rows = MirroredTable.objects.order_by("raw_name", "table_type").values_list(
             "raw_name",
             "table_type",
             "topic",
+            "tenant",
+            "replication",
             "status_check__checked_at",
             *[column for _, column in mirror],
             *[f"status_check__{column}" for _, column in check],
@@ -203,11 +222,18 @@ class ControllerCollector(Collector):
         families = {key: DEFINITIONS[key].family() for key in TABLE_GAUGES}
         per_type: dict[str, int] = defaultdict(int)
         realtime: dict[str, tuple[str, bool]] = {}
-        for raw, table_type, topic, checked_at, *values in rows:
+        needed: dict[str, int] = {}
+        paused = DEFINITIONS["pausedPartitions"].family()
+        for raw, table_type, topic, tenant, replication, checked_at, *values in rows:
             per_type[table_type] += 1
             found = dict(zip([key for key, _ in mirror], values[: len(mirror)], strict=True))
             if table_type == REALTIME:
                 realtime[raw] = (topic, bool(found.get("pauselessConsumptionEnabled")))
+                paused.add_metric([raw, table_type], facts.paused.get(raw, 0))
+                # The mirror leaves paused partitions out; Pinot reads the IdealState only.
+                found[MISSING] = found.get(MISSING, 0) + facts.paused_missing_consuming.get(raw, 0)
+                if tenant:
+                    needed[tenant] = max(needed.get(tenant, 0), replication)
             if checked_at is not None and checked_at >= cutoff:
                 checked = zip([key for key, _ in check], values[len(mirror) :], strict=True)
                 found.update((key, value) for key, value in checked if value is not None)
@@ -215,36 +241,13 @@ class ControllerCollector(Collector):
                 if key in found and (table_type == REALTIME or not gauge.realtime_only):
                     families[key].add_metric([raw, table_type], float(found[key]))
         yield from families.values()
+        yield paused
+        yield from _servers(needed, live.tags)
         tables = DEFINITIONS["tables"].family()
         for table_type in sorted({REALTIME, "OFFLINE", *per_type}):
             tables.add_metric([table_type], per_type[table_type])
         yield tables
         return realtime
-
-    def _partitions(self) -> Iterator[Metric]:
-        """Query 2: every partition's known lag, joined to its table's names. Returns the
-        partitions of each REALTIME table (raw name -> partition numbers)."""
-        rows = PartitionStatus.objects.order_by(
-            "table__raw_name", "table__table_type", "partition"
-        ).values_list(
-            "table__raw_name",
-            "table__table_type",
-            "partition",
-            "upstream_offset",
-            *PARTITION_GAUGES.values(),
-        )
-        families = {key: DEFINITIONS[key].family() for key in PARTITION_GAUGES}
-        partitions: dict[str, list[int]] = defaultdict(list)
-        for raw, table_type, partition, upstream, *values in rows:
-            if table_type == REALTIME:
-                partitions[raw].append(partition)
-            if upstream is None:  # the lag is unknown (`triage.lag_known`): no sample
-                continue
-            labels = [raw, table_type, str(partition)]
-            for key, value in zip(PARTITION_GAUGES, values, strict=True):
-                families[key].add_metric(labels, float(value))
-        yield from families.values()
-        return partitions
 
     def _pauseless(self, realtime: dict[str, tuple[str, bool]]) -> Iterator[Metric]:
         """Query 7 (only when some table is pauseless): the pauseless tables' LLC segments with
@@ -328,55 +331,66 @@ class ControllerCollector(Collector):
         return family
 
     def _instances(self) -> Iterator[Metric]:
-        """Query 4: participants counted by kind and liveness, controllers one by one. Returns
-        the names of the live controllers."""
-        controller = Case(
-            When(kind="CONTROLLER", then=F("name")), default=Value(""), output_field=CharField()
-        )
-        rows = MirroredInstance.objects.annotate(controller=controller).values_list(
-            "kind", "live", "controller"
-        )
+        """Query 4: participants (kind, liveness, name, tags), counted by kind. Returns the live
+        controllers and servers and the live servers' tags."""
+        rows = MirroredInstance.objects.order_by("name").values_list("kind", "live", "name", "tags")
         known: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
-        live: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
-        controllers: list[str] = []
-        for kind, is_live, name, n in rows.annotate(n=Count("id")).order_by():
-            known[kind] = known.get(kind, 0) + n
-            live[kind] = live.get(kind, 0) + (n if is_live else 0)
-            if name and is_live:
-                controllers.append(name)
+        live_count: dict[str, int] = dict.fromkeys(ALWAYS_REPORTED_KINDS, 0)
+        live = LiveInstances()
+        for kind, is_live, name, tags in rows:
+            known[kind] = known.get(kind, 0) + 1
+            live_count[kind] = live_count.get(kind, 0) + (1 if is_live else 0)
+            if is_live and kind == "CONTROLLER":
+                live.controllers.append(name)
+            elif is_live and kind == "SERVER":
+                live.servers.add(name)
+                for tag in tags or []:
+                    live.tags[tag] = live.tags.get(tag, 0) + 1
         live_family = DEFINITIONS["live_instances"].family()
         known_family = DEFINITIONS["instances"].family()
         for kind in sorted(known):
-            live_family.add_metric([kind], live[kind])
+            live_family.add_metric([kind], live_count[kind])
             known_family.add_metric([kind], known[kind])
         yield live_family
         yield known_family
-        return sorted(controllers)
+        return live
 
     def _leadership(self, live: list[str], state: MirrorState) -> Iterator[Metric]:
-        """Query 5: the leadControllerResource partitions (one row each), with the live
-        controllers and the mirror's cluster leader and RESOURCE_ENABLED."""
+        """Query 5: the leadControllerResource partitions (one row each). What ZooKeeper says
+        now (`monitoring.leadership_live`: live MASTERs, live controllers, cluster leader,
+        RESOURCE_ENABLED) wins; the mirror's rows and state stand while ZooKeeper cannot be read.
+        The mirror gives the leaderless partitions' since-times (absent when it has not seen the
+        loss yet)."""
         rows = LeadControllerPartition.objects.order_by("partition_id").values_list(
             "partition_id", "controller", "leaderless_since"
         )
-        fallback = state.lead_resource_enabled is False and bool(state.cluster_leader)
+        since = {partition: at for partition, _controller, at in rows}
+        masters = {partition: controller for partition, controller, _at in rows}
+        leader, enabled = state.cluster_leader, state.lead_resource_enabled
+        now_zk = leadership_live.read_live_leadership()
+        if now_zk is not None:
+            live, masters = now_zk.live_controllers, now_zk.masters
+            leader, enabled = now_zk.cluster_leader, now_zk.resource_enabled
+        fallback = enabled is False and bool(leader)
         led: dict[str, int] = dict.fromkeys(live, 0)
         orphans = DEFINITIONS["lead_controller_leaderless_seconds"].family()
         without = 0
-        for partition, controller, since in rows:
+        for partition in sorted(masters):
+            controller = masters[partition]
             if controller:
                 led[controller] = led.get(controller, 0) + 1
             elif not fallback:
                 without += 1
-                if since is not None:
-                    age = max(0.0, (self.now() - since).total_seconds())
+                if since.get(partition) is not None:
+                    age = max(0.0, (self.now() - since[partition]).total_seconds())
                     orphans.add_metric([str(partition)], age)
         counts = DEFINITIONS["LeaderPartitionCount"].family()
         for controller in sorted(led):
             counts.add_metric([controller], led[controller])
         total = DEFINITIONS["lead_controller_partitions_without_master"].family()
         total.add_metric([], without)
-        yield from (counts, *_controller_roles(live, state), total, orphans)
+        roles = _controller_roles(live, leader, enabled)
+        yield from (counts, *roles, total, orphans)
 
     def _mirror(self, state: MirrorState) -> Iterator[Metric]:
         """The mirror's own state (`read_model.freshness` of query 6's row)."""
@@ -393,6 +407,25 @@ class ControllerCollector(Collector):
         failing = DEFINITIONS["mirror_sync_error"].family()
         failing.add_metric([], 1 if mirror.error else 0)
         yield from (age, timestamp, duration, failing)
+
+
+@dataclass
+class LiveInstances:
+    """The live participants query 4 found."""
+
+    controllers: list[str] = field(default_factory=list)
+    servers: set[str] = field(default_factory=set)
+    tags: dict[str, int] = field(default_factory=dict)  # live servers per tag
+
+
+def _servers(needed: dict[str, int], live_tags: dict[str, int]) -> Iterator[Metric]:
+    """Live servers against what the REALTIME tables' server tags need, per tag."""
+    live = DEFINITIONS["serversLive"].family()
+    need = DEFINITIONS["serversNeeded"].family()
+    for tag in sorted(needed):
+        live.add_metric([tag], live_tags.get(tag, 0))
+        need.add_metric([tag], needed[tag])
+    yield from (live, need)
 
 
 def _repair_config(values: list[object]) -> dict[str, object]:
@@ -454,17 +487,19 @@ def _zeros(
     return {(raw,): 0 for raw in realtime}
 
 
-def _controller_roles(live: list[str], state: MirrorState) -> tuple[Metric, Metric]:
+def _controller_roles(
+    live: list[str], cluster_leader: str, resource_enabled: bool | None
+) -> tuple[Metric, Metric]:
     """pinotControllerLeader (every live controller and the cluster leader) and
     pinotLeadControllerResourceEnabled (every live controller, once the mirror read it)."""
     leader = DEFINITIONS["pinotControllerLeader"].family()
-    named = {*live, state.cluster_leader} - {""}
+    named = {*live, cluster_leader} - {""}
     for controller in sorted(named):
-        leader.add_metric([controller], 1 if controller == state.cluster_leader else 0)
+        leader.add_metric([controller], 1 if controller == cluster_leader else 0)
     enabled = DEFINITIONS["pinotLeadControllerResourceEnabled"].family()
-    if state.lead_resource_enabled is not None:
+    if resource_enabled is not None:
         for controller in live:
-            enabled.add_metric([controller], 1 if state.lead_resource_enabled else 0)
+            enabled.add_metric([controller], 1 if resource_enabled else 0)
     return leader, enabled
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "LEGACY_COUNTERS",
     "PARTITION",
     "PARTITION_GAUGES",
+    "PARTITION_LAG",
     "PAUSELESS_GAUGES",
     "REALTIME",
     "REFUSAL_COUNTERS",
@@ -66,6 +67,9 @@ UPLOADS_IN_PROGRESS = "reingestedSegmentUploadsInProgress"
 TABLE = ("table", "tableType")
 PARTITION = ("table", "tableType", "partition")
 CLIENT = ("table", "tableType", "topic", "partition")  # Pinot's consumer client id
+# The lag gauges carry `paused` ("true"/"false"): lag is reported while paused (rows waiting), and
+# alerts leave paused partitions out with `paused="false"`.
+PARTITION_LAG = (*PARTITION, "paused")
 
 
 @dataclass(frozen=True)
@@ -177,14 +181,60 @@ DEFINITIONS: dict[str, Definition] = {
     # Per partition (RealtimeConsumerMonitor), from the replicas' published figures.
     "maxRecordsLag": _gauge(
         "pinot_controller_maxRecordsLag_Value",
-        "Records behind the stream's latest offset, worst consuming replica of the partition.",
-        PARTITION,
+        "Records behind the stream's latest offset, worst consuming replica of the partition; "
+        'paused="true" while the table or the partition is paused (the rows waiting).',
+        PARTITION_LAG,
     ),
     "maxRecordAvailabilityLagMs": _gauge(
         "pinot_controller_maxRecordAvailabilityLagMs_Value",
         "Milliseconds between now and the stream time of the last consumed record, worst "
-        "consuming replica of the partition (0 when caught up).",
+        "consuming replica of the partition (0 when caught up); paused as for maxRecordsLag.",
+        PARTITION_LAG,
+    ),
+    "partitionConsumedOffset": _gauge(
+        "pinot_console_partition_consumed_offset",
+        "The next offset the partition's most advanced replica consumes (each row counted once: "
+        "rate() of it is the partition's ingestion rate, whatever the replication).",
         PARTITION,
+    ),
+    "partitionUpstreamOffset": _gauge(
+        "pinot_console_partition_upstream_offset",
+        "The stream partition's latest offset as the replicas last saw it (rate() of it is the "
+        "rate rows arrive upstream).",
+        PARTITION,
+    ),
+    "partitionPaused": _gauge(
+        "pinot_console_partition_paused",
+        "1 while the partition is paused (its table's pause, or listed in pausedPartitions), "
+        "else 0; every partition of every REALTIME table.",
+        PARTITION,
+    ),
+    "pausedPartitions": _gauge(
+        "pinot_console_paused_partitions",
+        "Partitions of the REALTIME table that are paused (all of them while the table is "
+        "paused, else those listed in pausedPartitions).",
+        TABLE,
+    ),
+    "partitionReplicasUp": _gauge(
+        "pinot_console_partition_replicas_up",
+        "Replicas of the partition's consuming (else latest) segment ONLINE or CONSUMING in the "
+        "ExternalView on a live server.",
+        PARTITION,
+    ),
+    "partitionReplicasExpected": _gauge(
+        "pinot_console_partition_replicas_expected",
+        "The table's replication (replicasPerPartition): what partitionReplicasUp should read.",
+        PARTITION,
+    ),
+    "serversLive": _gauge(
+        "pinot_console_servers_live",
+        "Live servers carrying the tag (a REALTIME table's server tenant tag).",
+        ("tag",),
+    ),
+    "serversNeeded": _gauge(
+        "pinot_console_servers_needed",
+        "Servers a tag needs: the highest replication of the REALTIME tables on that tag.",
+        ("tag",),
     ),
     # Durable counters (tables.models.DurableCounter), keyed by their DurableCounter name.
     BUILD_FAILURE: _count(
@@ -225,7 +275,6 @@ DEFINITIONS: dict[str, Definition] = {
         "llcStateMachineAborts",
         "Segment completion state machines aborted (commit timed out or failed) "
         "on the lead controller.",
-        ("table",),
     ),
     REFUSED_COUNTER: _count(
         REFUSED_COUNTER,

@@ -1,10 +1,11 @@
 """`/metrics`: the controller-side Prometheus exposition, computed from the mirror.
 
 Served by the controller process (port 9000) and by the web (gunicorn) alike: both read the same
-database, so either can be scraped. No login (Prometheus has no session) and no ZooKeeper access:
-`monitoring.controller_metrics` reads only the mirror, so a scrape still answers while ZooKeeper is
-down and reports how stale the mirror is. Compressed (gzip) when the client accepts it, as
-Prometheus does.
+database, so either can be scraped. No login (Prometheus has no session).
+`monitoring.controller_metrics` reads the mirror, and ZooKeeper only for the lead-controller
+health (`monitoring.leadership_live`, the mirror's while ZooKeeper cannot be read), so a scrape
+still answers while ZooKeeper is down and reports how stale the mirror is. Compressed (gzip) when
+the client accepts it, as Prometheus does.
 """
 
 from __future__ import annotations

@@ -2,32 +2,30 @@
 and the Prometheus / Grafana files of deploy/ that use them.
 
 Mirror rows are written straight into the database (the fixture code below), the scrape goes
-through the Django test client like Prometheus's would: anonymous, with ZooKeeper unreachable.
+through the Django test client like Prometheus's would: anonymous, with the leadership read from
+ZooKeeper off (`mirror_leadership`).
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import math
 import re
 import shutil
 import subprocess
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from kazoo.client import KazooClient
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitoring import leadership_live
 from monitoring.controller_metrics import DEFINITIONS
-from monitoring.server_metrics import server_registry
+from tables.cluster.errors import Unavailable
 from tables.models import (
     DurableCounter,
     LeadControllerPartition,
@@ -37,13 +35,15 @@ from tables.models import (
     MirrorState,
     PartitionStatus,
 )
-from tables.server.consumer import PartitionStats
 
 pytestmark = pytest.mark.django_db
 
+READ_LIVE_LEADERSHIP = leadership_live.read_live_leadership
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-MAX_QUERIES = 7  # six, and one more for the pauseless tables' ERROR segments
+# Six, one more for the pauseless tables' ERROR segments, two more for the partitions no replica
+# reports on (paused ones here: monitoring.stream_offsets).
+MAX_QUERIES = 9
 # Pinot's names and its `tableType` label are camelCase; the console's own names are not.
 CAMEL_CASE_LINT = re.compile(
     r"^(pinot_(controller|server)_\w+ (metric|label)|pinot_console_\w+ label) names should be "
@@ -62,6 +62,13 @@ def promtool() -> str:
 
 
 # --- mirror fixture code --------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def mirror_leadership(monkeypatch) -> None:
+    """These tests check the figures computed from the mirror: the leadership read from
+    ZooKeeper at scrape time is off (tests/monitoring/test_leadership_metrics.py covers it)."""
+    monkeypatch.setattr(leadership_live, "read_live_leadership", lambda: None)
 
 
 def make_table(raw: str, table_type: str = "REALTIME", **fields: Any) -> MirroredTable:
@@ -237,13 +244,23 @@ def test_the_families_labels_and_values_are_pinots(client, cluster_mirror) -> No
     assert got["pinot_controller_segmentsMissingDownloadUrl_Value"] == {ev: 3, air: 0, air_off: 0}
     # Realtime-only gauges: no OFFLINE series.
     assert got["pinot_controller_tableConsumptionPaused_Value"] == {ev: 1, air: 0}
-    assert got["pinot_controller_missingConsumingSegmentTotalCount_Value"] == {ev: 1, air: 0}
+    # The mirror's count leaves paused partitions out; Pinot's (the IdealState's) counts them:
+    # githubEvents is paused and its two partitions have no CONSUMING segment (1 + 2).
+    assert got["pinot_controller_missingConsumingSegmentTotalCount_Value"] == {ev: 3, air: 0}
     assert got["pinot_controller_pauselessConsumptionEnabled_Value"] == {ev: 1, air: 0}
+    assert got["pinot_console_paused_partitions"] == {ev: 2, air: 0}
 
     p0 = labels(table="githubEvents", tableType="REALTIME", partition="0")
     p1 = labels(table="githubEvents", tableType="REALTIME", partition="1")
-    assert got["pinot_controller_maxRecordsLag_Value"] == {p0: 0, p1: 1500}
-    assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {p0: 0, p1: 42000}
+    # A paused table's lag is reported (the rows waiting), labelled paused="true".
+    q0, q1 = (labels(**dict(p), paused="true") for p in (p0, p1))
+    assert got["pinot_controller_maxRecordsLag_Value"] == {q0: 0, q1: 1500}
+    assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {q0: 0, q1: 42000}
+    assert got["pinot_console_partition_paused"] == {p0: 1, p1: 1}
+    assert got["pinot_console_partition_consumed_offset"] == {p0: 1000, p1: 1000}
+    assert got["pinot_console_partition_upstream_offset"] == {p0: 1000, p1: 2500}
+    assert got["pinot_console_partition_replicas_up"] == {p0: 0, p1: 0}
+    assert got["pinot_console_partition_replicas_expected"] == {p0: 1, p1: 1}
 
     # Pauseless tables only; no ERROR segment mirrored here.
     assert got["pinot_controller_pauselessSegmentsInErrorCount_Value"] == {ev: 0}
@@ -261,10 +278,7 @@ def test_the_families_labels_and_values_are_pinots(client, cluster_mirror) -> No
     assert got["pinot_server_segmentReingestionFailure_Count"] == {ev: 4, air: 0}
     assert not any("Failures" in name for name in got)
     assert got["pinot_controller_llcStreamDataLoss_Count"] == {ev: 5, air: 0}
-    assert got["pinot_controller_llcStateMachineAborts_Count"] == {
-        labels(table="githubEvents"): 0,
-        labels(table="airlineStats"): 1,
-    }
+    assert got["pinot_controller_llcStateMachineAborts_Count"] == {ev: 0, air: 1}
     assert not any("notExposedYet" in name for name in got)
 
     assert got["pinot_controller_LeaderPartitionCount_Value"] == {
@@ -389,7 +403,7 @@ def test_an_unknown_lag_is_absent_not_zero(client) -> None:
     events = make_table("githubEvents")
     make_partitions(events, [(7, 700), None])
     got = samples(scrape(client))
-    p0 = labels(table="githubEvents", tableType="REALTIME", partition="0")
+    p0 = labels(table="githubEvents", tableType="REALTIME", partition="0", paused="false")
     assert got["pinot_controller_maxRecordsLag_Value"] == {p0: 7}
     assert got["pinot_controller_maxRecordAvailabilityLagMs_Value"] == {p0: 700}
 
@@ -406,7 +420,7 @@ def test_a_deleted_table_leaves_no_series(client, cluster_mirror) -> None:
     air = labels(table="airlineStats", tableType="REALTIME")
     assert got["pinot_server_segmentBuildFailure_Count"] == {}  # airlineStats has no partition
     assert got["pinot_server_segmentReingestionFailure_Count"] == {air: 0}
-    assert got["pinot_controller_llcStateMachineAborts_Count"] == {labels(table="airlineStats"): 1}
+    assert got["pinot_controller_llcStateMachineAborts_Count"] == {air: 1}
 
 
 def test_prometheus_scrapes_without_a_session(client, cluster_mirror) -> None:
@@ -418,15 +432,30 @@ def test_prometheus_scrapes_without_a_session(client, cluster_mirror) -> None:
     assert client.post("/metrics").status_code == 405
 
 
-def test_a_scrape_never_touches_zookeeper(client, cluster_mirror, settings, monkeypatch) -> None:
-    settings.ZK_HOSTS = "127.0.0.1:1"
+def test_a_scrape_answers_while_zookeeper_is_unreachable(client, cluster_mirror, monkeypatch):
+    """Only the leadership is read from ZooKeeper (`monitoring.leadership_live`); while it cannot
+    be, the mirror's leadership stands and ZooKeeper is not asked again for a while."""
+    calls = []
 
-    def no_zookeeper(*args: object, **kwargs: object) -> None:
-        raise AssertionError("/metrics opened a ZooKeeper client")
+    def unreachable() -> None:
+        calls.append(1)
+        raise Unavailable("ZooKeeper at 127.0.0.1:1 is unreachable")
 
-    monkeypatch.setattr(KazooClient, "__init__", no_zookeeper)
-    got = samples(scrape(client))
-    assert got["pinot_controller_segmentsInErrorState_Value"]
+    monkeypatch.setattr(leadership_live, "read_live_leadership", READ_LIVE_LEADERSHIP)
+    monkeypatch.setattr(leadership_live, "current", unreachable)
+    leadership_live.forget()
+    try:
+        for _ in range(2):
+            got = samples(scrape(client))
+            assert got["pinot_controller_segmentsInErrorState_Value"]
+            assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 1}
+            assert got["pinot_controller_LeaderPartitionCount_Value"] == {
+                labels(controller="Controller_127.0.0.1_9000"): 3,
+                labels(controller="Controller_127.0.0.1_9001"): 1,
+            }
+    finally:
+        leadership_live.forget()
+    assert calls == [1]  # the second scrape did not wait for ZooKeeper again
 
 
 @pytest.mark.parametrize("tables", [5, 50])
@@ -486,127 +515,3 @@ def test_promtool_accepts_the_exposition(client, cluster_mirror) -> None:
     assert not any(
         line.startswith("pinot_console_") and " metric names " in line for line in problems
     )
-
-
-# --- deploy/ --------------------------------------------------------------------------------------
-
-
-def test_promtool_accepts_the_scrape_config_and_the_alert_rules() -> None:
-    for args in (
-        ["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
-        ["check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
-        # Alert unit tests: firing after `for`, one alert per table / partition whichever
-        # targets answered, paused tables exempt from lag alerts, the rendered console links.
-        ["test", "rules", str(DEPLOY / "prometheus" / "alerts_test.yml")],
-    ):
-        result = subprocess.run(
-            [promtool(), *args], capture_output=True, text=True, timeout=60, check=False
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert "SUCCESS" in result.stdout
-
-
-def emitted_families(controller_text: str) -> set[str]:
-    """Every family name this project exports: the controller's and a server's."""
-    stats = PartitionStats("githubEvents_REALTIME", "githubEvents", 0, rows_consumed=10)
-    instance = SimpleNamespace(
-        stats={("githubEvents_REALTIME", 0): stats},
-        committer=SimpleNamespace(build_failures={}),
-        client=SimpleNamespace(responses={"HOLD": 1, "COMMIT_SUCCESS": 1, "NOT_LEADER": 1}),
-        hosted_tables=list,  # no replica: the families are there, without samples
-        replicas_of=lambda table: None,
-    )
-    server_text = generate_latest(server_registry(instance)).decode()  # type: ignore[arg-type]
-    return set(types(controller_text)) | set(types(server_text))
-
-
-def metric_references(expr: str) -> tuple[set[str], set[str]]:
-    """(metric names, regexes over metric names) an expression mentions."""
-    patterns = set()
-    for quoted in re.findall(r'"([^"]*)"', expr):
-        if quoted.startswith("pinot_") and re.search(r"[.*+()\[\]|]", quoted):
-            patterns.add(quoted)
-    bare = re.sub(r'"[^"]*"', '""', expr)
-    return set(re.findall(r"\bpinot_\w+", bare)), patterns
-
-
-def check_references(exprs: list[str], families: set[str]) -> None:
-    for expr in exprs:
-        names, patterns = metric_references(expr)
-        assert names or patterns, f"no pinot metric in {expr!r}"
-        assert names <= families, (sorted(names - families), expr)
-        for pattern in patterns:
-            assert any(re.fullmatch(pattern, f) for f in families), (pattern, expr)
-
-
-def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
-    exprs = []
-    stack = list(dashboard["panels"])
-    while stack:
-        panel = stack.pop()
-        stack.extend(panel.get("panels", []))
-        exprs.extend(target["expr"] for target in panel.get("targets", []))
-    for variable in dashboard["templating"]["list"]:
-        if variable["type"] == "query":
-            exprs.append(variable["query"]["query"])
-    return exprs
-
-
-def test_the_grafana_dashboard_queries_only_metrics_we_export(client, cluster_mirror) -> None:
-    dashboard = json.loads((DEPLOY / "grafana" / "pinot-realtime.json").read_text())
-    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
-    assert variables["datasource"]["type"] == "datasource"
-    assert variables["datasource"]["query"] == "prometheus"
-    exprs = dashboard_exprs(dashboard)
-    families = emitted_families(scrape(client))
-    check_references(exprs, families)
-    for wanted in (
-        "pinot_server_realtimeRowsConsumed_Count",
-        "pinot_controller_maxRecordsLag_Value",
-        "pinot_controller_maxRecordAvailabilityLagMs_Value",
-        "pinot_controller_segmentsInErrorState_Value",
-        "pinot_controller_percentSegmentsAvailable_Value",
-        "pinot_controller_tableConsumptionPaused_Value",
-        "pinot_controller_missingConsumingSegmentTotalCount_Value",
-        "pinot_server_llcControllerResponse",
-        "pinot_console_mirror_age_seconds",
-    ):
-        assert any(wanted in expr for expr in exprs), wanted
-    stack = list(dashboard["panels"])
-    while stack:
-        panel = stack.pop()
-        if panel["type"] != "row":
-            assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
-
-
-def test_the_dashboard_queries_are_valid_promql(tmp_path) -> None:
-    """promtool parses each dashboard query (Grafana's variables replaced) as a recording rule."""
-    dashboard = json.loads((DEPLOY / "grafana" / "pinot-realtime.json").read_text())
-    rules = []
-    for i, expr in enumerate(dashboard_exprs(dashboard)):
-        if expr.startswith("label_values("):
-            continue  # a Grafana function, not PromQL
-        expr = expr.replace("$__rate_interval", "5m").replace("$table", ".*")
-        rules.append({"record": f"dashboard:query{i}", "expr": expr})
-    path = tmp_path / "dashboard_rules.yml"
-    path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
-    result = subprocess.run(
-        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_every_alert_uses_our_metrics_and_links_into_the_console(client, cluster_mirror) -> None:
-    import yaml
-
-    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
-    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
-    families = emitted_families(scrape(client))
-    check_references([a["expr"] for a in alerts if "pinot_" in a["expr"]], families)
-    for alert in alerts:
-        link = alert["annotations"]["console_url"]
-        assert link.startswith("{{ $externalLabels.console_url }}/"), alert["alert"]
-        if "partition" in alert["expr"] and "by (table, tableType, partition)" in alert["expr"]:
-            assert "/partitions/{{ $labels.partition }}/" in link, alert["alert"]
-        elif "by (table, tableType)" in alert["expr"]:
-            assert "/ui/tables/{{ $labels.table }}_" in link or "/ui/errors/" in link

@@ -1,6 +1,8 @@
 """The lead controller gauges of /metrics (monitoring.controller_metrics), from a mirror synced
-from the real ZooKeeper: Pinot's controllerLeaderPartitionCount, pinotControllerLeader and
-pinotLeadControllerResourceEnabled per controller, and the console's leaderless partitions."""
+from the real ZooKeeper and from ZooKeeper itself at scrape time (`monitoring.leadership_live`):
+Pinot's controllerLeaderPartitionCount, pinotControllerLeader and
+pinotLeadControllerResourceEnabled per controller, and the console's leaderless partitions. A
+controller that dies after the mirror's last sync reads as dead at once."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from monitoring import leadership_live
 from monitoring.controller_metrics import ControllerCollector
 from tables.cluster.context import ClusterContext
 from tables.mirror.sync import sync_cluster
@@ -18,6 +21,12 @@ from tests.tables import leaders as lc
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 NOW = 1_714_563_100_000
 A, B, C, D = 9000, 9001, 9002, 9003
+
+
+@pytest.fixture(autouse=True)
+def ask_zookeeper() -> None:
+    """No back-off left by an earlier test's unreachable ZooKeeper."""
+    leadership_live.forget()
 
 
 def _sync(zk, settings, now_ms: int = NOW) -> None:
@@ -138,3 +147,26 @@ def test_a_dead_cluster_leader_znode_holder_still_reads_as_leader(cluster, zk, s
     assert got["pinot_controller_pinotLeadControllerResourceEnabled_Value"] == {
         labels(controller=a): 1
     }
+
+
+def test_a_controller_dead_since_the_last_sync_leaves_its_partitions_without_master(
+    three_controllers, zk, settings
+):
+    """The mirror (synced by the worker) still has A as MASTER of 0..9; ZooKeeper no longer has
+    A's live instance (dead, or frozen past its session): the scrape reads ZooKeeper and counts
+    A's partitions as without a MASTER, with no since-time the mirror has not seen."""
+    a, b, _c, d = three_controllers
+    _sync(zk, settings)
+    zk.delete(PATHS.liveinstance(a))
+
+    got = _collect(NOW + 30_000)
+
+    assert got["pinot_console_lead_controller_partitions_without_master"] == {(): 14}
+    assert got["pinot_controller_LeaderPartitionCount_Value"] == {
+        labels(controller=b): 10,
+        labels(controller=d): 0,
+    }
+    assert set(got["pinot_console_lead_controller_leaderless_seconds"]) == {
+        labels(partition=str(p)) for p in (20, 21, 22, 23)
+    }
+    assert labels(controller=a) in got["pinot_controller_pinotControllerLeader_Value"]

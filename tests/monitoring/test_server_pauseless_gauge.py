@@ -2,7 +2,9 @@
 from a real `ServerInstance` in this process on the real ZooKeeper and Redis (no controller: its
 consumers read and never commit): two tables on one topic, one pauseless; each partition the
 server consumes reads 1 for the pauseless table and 0 for the other, and a partition it stops
-consuming (its table disabled) has no series."""
+consuming (its table disabled) has no series, nor any other per-partition gauge (lag, delay,
+offsets: no frozen series), while its rows-consumed meter stays; the controller-response meters
+read 0 before the first answer (no controller here), so a restart never makes them vanish."""
 
 from __future__ import annotations
 
@@ -28,6 +30,13 @@ pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
 GAUGE = "pinot_server_pauselessConsumptionEnabled_Value"
 PAUSELESS = "githubEventsPauseless"
 Series = dict[tuple[str, str, str, str], float]
+PARTITION_GAUGES = (
+    "pinot_server_llcPartitionConsuming_Value",
+    "pinot_server_realtimeIngestionOffsetLag_Value",
+    "pinot_server_realtimeIngestionDelayMs_Value",
+    "pinot_server_realtimeIngestionUpstreamOffset_Value",
+    "pinot_server_realtimeIngestionConsumingOffset_Value",
+)
 
 
 def _config(topic: str, pauseless: bool) -> dict:
@@ -72,12 +81,23 @@ def server(cluster, topic, tmp_path: Path) -> Iterator[ServerInstance]:
         instance.stop()
 
 
-def _gauge(instance: ServerInstance) -> Series:
+def _tables_of(instance: ServerInstance, name: str) -> set[str]:
+    """The tables with a sample of family `name`."""
+    text = generate_latest(server_registry(instance)).decode()
+    return {
+        sample.labels["table"]
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and "table" in sample.labels
+    }
+
+
+def _gauge(instance: ServerInstance, name: str = GAUGE) -> Series:
     text = generate_latest(server_registry(instance)).decode()
     found: Series = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == GAUGE:
+            if sample.name == name:
                 labels = sample.labels
                 key = (labels["table"], labels["tableType"], labels["topic"], labels["partition"])
                 found[key] = sample.value
@@ -96,6 +116,11 @@ def test_pauseless_partitions_read_1_the_others_0_and_stopped_ones_none(server, 
     wait_until(
         lambda: _gauge(server) == both, interval=0.2, what="every partition of both consuming"
     )
+    for name in PARTITION_GAUGES:
+        assert _tables_of(server, name) == {"githubEvents", PAUSELESS}, name
+    text = generate_latest(server_registry(server)).decode()
+    assert "pinot_server_llcControllerResponseHold_Count 0.0" in text
+    assert "pinot_server_llcControllerResponseCommitSuccess_Count 0.0" in text
 
     set_table_enabled(context.current(), PAUSELESS, False)  # its replicas go OFFLINE
 
@@ -103,3 +128,7 @@ def test_pauseless_partitions_read_1_the_others_0_and_stopped_ones_none(server, 
     wait_until(
         lambda: _gauge(server) == standard, interval=0.2, what="the pauseless consumers stopped"
     )
+    for name in PARTITION_GAUGES:  # no frozen lag, no growing delay
+        assert _tables_of(server, name) == {"githubEvents"}, name
+    rows = "pinot_server_realtimeRowsConsumed_Count"
+    assert _tables_of(server, rows) == {"githubEvents", PAUSELESS}
