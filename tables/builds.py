@@ -219,48 +219,27 @@ def _run(
     build,
     output_key: str | None = None,
 ) -> BuildOutcome:
+    """One build outside a batch (a re-ingestion, or a build without batching): `build(work
+    dir)` makes the tar, published at `output_key` (default: the segment's key), recorded in its
+    Job row; a failure is counted under `counter` and raised."""
     raw = raw_table_name(table)
     job = _start_job(kind, raw, segment, task_id)
     started = time.monotonic()
+    outcome: tuple[BuildResult, str] | Exception
     try:
         store = deep_store()
         with tempfile.TemporaryDirectory(prefix="segment-build-") as work:
             result: BuildResult = build(Path(work))
             key = output_key or store.segment_key(raw, segment)
-            uri = store.publish(result.tar_path, key)
+            outcome = (result, store.publish(result.tar_path, key))
     except Exception as exc:
-        job.status = Job.Status.FAILED
-        job.error = f"{type(exc).__name__}: {exc}"[:4000]
-        job.duration_ms = int((time.monotonic() - started) * 1000)
-        job.finished_at = timezone.now()
-        job.save()
-        DurableCounter.increment(counter, failure_key(ctx, counter, table, segment))
-        raise
-    job.status = Job.Status.SUCCEEDED
-    job.rows = result.total_docs
-    job.incomplete_rows = result.incomplete_rows
-    job.bytes = result.size_bytes
-    job.duration_ms = int((time.monotonic() - started) * 1000)
-    job.finished_at = timezone.now()
-    job.details = {
-        "crc": result.crc,
-        "incomplete_by_column": result.incomplete_by_column,
-        "problems": result.problems[:10],
-        "phase_seconds": result.phase_seconds,
-        "download_uri": uri,
-    }
+        outcome = exc
+    recorded = _record(job, outcome, int((time.monotonic() - started) * 1000))
     job.save()
-    return BuildOutcome(
-        segment=segment,
-        download_uri=uri,
-        rows=result.total_docs,
-        incomplete_rows=result.incomplete_rows,
-        size_bytes=result.size_bytes,
-        crc=result.crc,
-        start_time_ms=result.start_time_ms,
-        end_time_ms=result.end_time_ms,
-        job_id=job.pk,
-    )
+    if isinstance(recorded, Exception):
+        DurableCounter.increment(counter, failure_key(ctx, counter, table, segment))
+        raise recorded
+    return _outcome(job)
 
 
 def _injected_failure(segment: str) -> None:
@@ -485,7 +464,7 @@ def _record(
     job: Job,
     outcome: tuple[BuildResult, str] | Exception | None,
     duration_ms: int,
-    batch: dict[str, object],
+    batch: dict[str, object] | None = None,
 ) -> Job | Exception:
     """Set `job`'s outcome (the caller saves it and counts failures); the job or the error."""
     job.duration_ms = duration_ms
@@ -494,7 +473,7 @@ def _record(
         exc = outcome if outcome is not None else BuildError("not built")
         job.status = Job.Status.FAILED
         job.error = f"{type(exc).__name__}: {exc}"[:4000]
-        job.details = {"batch": batch}
+        job.details = {"batch": batch} if batch is not None else {}
         return exc
     result, uri = outcome
     job.status = Job.Status.SUCCEEDED
@@ -509,8 +488,9 @@ def _record(
         "download_uri": uri,
         "start_time_ms": result.start_time_ms,
         "end_time_ms": result.end_time_ms,
-        "batch": batch,
     }
+    if batch is not None:
+        job.details["batch"] = batch
     return job
 
 
