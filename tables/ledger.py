@@ -18,7 +18,9 @@
   committed segment declares in its `custom.map` (`consumption.lostOffsets`, see
   `declared_losses`), excuse exactly those offsets of that partition (a note each); a
   declaration that does not parse or is not inside its own segment's range excuses nothing and
-  is a problem.
+  is a problem. Offsets of a DONE segment's range below the stream's first available offset that
+  the segment holds no row at and nothing excuses cannot be verified any more: a note each run
+  (`unverified_gaps`; Kafka's transaction markers take offsets, so would a loss nobody declared).
 
 Raises NotFound for an unknown table; StreamError (no such topic or partition) and Redis errors
 propagate for the caller to report.
@@ -68,6 +70,7 @@ __all__ = [
     "key_text",
     "read_stream_keys",
     "segment_ranges",
+    "unverified_gaps",
     "verify_table",
 ]
 
@@ -262,6 +265,48 @@ def declared_losses(
     return found, problems
 
 
+def unverified_gaps(
+    partition: int,
+    segments: Iterable[SegmentRows],
+    stream: StreamRows,
+    excused: Iterable[LostRange],
+) -> list[str]:
+    """A note per run of offsets of a readable segment's `[start, end)`, below the stream's first
+    available offset, that the segment holds no row at and no loss of `partition` excuses: once
+    the stream dropped them nothing tells a row that should be there from an offset that never
+    held one (a transaction marker)."""
+    spans = [(loss.start, loss.end) for loss in excused if loss.partition == partition]
+    notes = []
+    for seg in segments:
+        stop = min(seg.end_offset, stream.first_available)
+        if seg.error is not None or seg.start_offset >= stop:
+            continue
+        held = set(seg.offsets)
+        gaps = [
+            o
+            for o in range(seg.start_offset, stop)
+            if o not in held and not any(a <= o < b for a, b in spans)
+        ]
+        for first, last in _runs(gaps):
+            notes.append(
+                f"partition {partition}: segment {seg.segment} holds no row at offsets "
+                f"[{first}, {last}), which the stream no longer holds (it starts at "
+                f"{stream.first_available}) and no loss excuses: not verified"
+            )
+    return notes
+
+
+def _runs(offsets: list[int]) -> list[tuple[int, int]]:
+    """Ascending distinct offsets as half-open runs of consecutive offsets."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] == offset:
+            runs[-1] = (runs[-1][0], offset + 1)
+        else:
+            runs.append((offset, offset + 1))
+    return runs
+
+
 def verify_table(
     ctx: ClusterContext,
     table: str,
@@ -310,9 +355,10 @@ def verify_table(
                 span_start = min(s.start_offset for s in segments)
                 span_end = max(s.end_offset for s in segments)
                 stream = read_stream_keys(provider, partition, span_start, span_end, key_field)
-                row_reports.append(
-                    check_rows(partition, segments, stream, [*lost, *losses], replayed)
-                )
+                excused = [*lost, *losses]
+                row_report = check_rows(partition, segments, stream, excused, replayed)
+                row_report.notes.extend(unverified_gaps(partition, segments, stream, excused))
+                row_reports.append(row_report)
     finally:
         provider.close()
     return combine(report, row_reports)
