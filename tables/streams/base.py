@@ -43,11 +43,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, overload
 
 __all__ = [
     "LARGEST",
     "SMALLEST",
+    "LazyColumn",
     "LossCallback",
     "MessageBatch",
     "ProviderFactory",
@@ -73,8 +74,34 @@ __all__ = [
 
 SMALLEST = "smallest"
 LARGEST = "largest"
+_Item = TypeVar("_Item")
 DEFAULT_OFFSET_RESET = LARGEST  # Pinot's default when auto.offset.reset is absent
 DEFAULT_FETCH_TIMEOUT_MS = 5000
+
+
+class LazyColumn(Sequence[int]):
+    """A batch column computed from the plugin's raw items only when read (a consumer reads one
+    timestamp of a batch, not all of them): `convert(item)` per item asked for."""
+
+    __slots__ = ("_convert", "_items")
+
+    def __init__(self, items: Sequence[_Item], convert: Callable[[_Item], int]) -> None:
+        self._items = items
+        self._convert = convert
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self._convert(item) for item in self._items[index]]
+        return self._convert(self._items[index])
 
 
 class StreamError(Exception):

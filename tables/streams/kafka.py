@@ -52,13 +52,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import overload
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, TopicMetadata
 
 from tables.streams.base import (
     SMALLEST,
+    LazyColumn,
     MessageBatch,
     StreamError,
     StreamProvider,
@@ -123,29 +123,6 @@ def _error(exc: KafkaException | KafkaError, what: str) -> StreamError:
     return StreamError(f"{what}: {text}")
 
 
-class _Timestamps(Sequence[int]):
-    """Producer times of a batch's messages, read only when asked for."""
-
-    __slots__ = ("_messages",)
-
-    def __init__(self, messages: list[Message]) -> None:
-        self._messages = messages
-
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [_timestamp(m) for m in self._messages[index]]
-        return _timestamp(self._messages[index])
-
-
 def _timestamp(message: Message) -> int:
     kind, value = message.timestamp()
     return value if kind else 0
@@ -160,7 +137,7 @@ def _columns(messages: list[Message], first_available: int, loss: bool) -> Messa
         offsets = [m.offset() for m in messages]
     values = [m.value() or b"" for m in messages]
     return MessageBatch.of_columns(
-        offsets, values, _Timestamps(messages), last + 1, first_available, loss
+        offsets, values, LazyColumn(messages, _timestamp), last + 1, first_available, loss
     )
 
 

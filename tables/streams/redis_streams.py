@@ -61,12 +61,13 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import ParamSpec, TypeVar, overload
+from typing import ParamSpec, TypeVar
 
 import redis
 
 from tables.redisconn import get_redis
 from tables.streams.base import (
+    LazyColumn,
     LossCallback,
     MessageBatch,
     RangeSource,
@@ -186,29 +187,6 @@ def _field(fields: list[bytes], name: bytes, default: bytes) -> bytes:
     return default
 
 
-class _Timestamps(Sequence[int]):
-    """The `t` field of raw entries, parsed when read (the consumer reads only the last one)."""
-
-    __slots__ = ("_entries",)
-
-    def __init__(self, entries: list[_RawEntry]) -> None:
-        self._entries = entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [_timestamp(entry) for entry in self._entries[index]]
-        return _timestamp(self._entries[index])
-
-
 def _timestamp(entry: _RawEntry) -> int:
     return int(_field(entry[1], TIME_FIELD, b"0"))
 
@@ -231,7 +209,7 @@ def _batch(entries: list[_RawEntry], start: int, earliest: int) -> MessageBatch:
         # Offsets [read_from, first) vanished: trimmed while we waited (or XDEL'd by hand).
         earliest = first
     return MessageBatch.of_columns(
-        offsets, values, _Timestamps(entries), last + 1, earliest, start < earliest
+        offsets, values, LazyColumn(entries, _timestamp), last + 1, earliest, start < earliest
     )
 
 
