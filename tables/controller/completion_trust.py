@@ -131,6 +131,7 @@ class CallerCheck:
         self._lock = threading.Lock()
         self._log = LogThrottle(every_s=log_every_s)
         self._ideal: dict[str, tuple[int, Mapping[str, Mapping[str, str]]]] = {}
+        self._ideal_reads: dict[str, threading.Lock] = {}  # one IdealState read per table at once
         self._latest: dict[tuple[str, int], tuple[int, int]] = {}  # -> (offset, read at ms)
         self._providers: dict[str, tuple[dict[str, str], StreamProvider]] = {}
 
@@ -165,21 +166,30 @@ class CallerCheck:
 
     # --- reads ---------------------------------------------------------------------------------
     def _replicas(self, ctx: ClusterContext, table: str) -> Mapping[str, Mapping[str, str]]:
-        """The IdealState's segment -> {instance: state}, re-read only when its version moved."""
+        """The IdealState's segment -> {instance: state}, re-read only when its version is not
+        the cached one (equal, not newer: a re-created table starts again at 0); the calls that
+        find it moved wait for one read (a pause's burst of
+        calls, each after another commit's IdealState write, parses it once, not once each)."""
         path = ctx.paths.idealstate(table)
         stat = ctx.client.exists(path)
         if stat is None:
             return {}
         with self._lock:
             cached = self._ideal.get(table)
+            reading = self._ideal_reads.setdefault(table, threading.Lock())
         if cached is not None and cached[0] == stat.version:
             return cached[1]
-        found = read_record(ctx.client, path)
-        if found is None:
-            return {}
-        with self._lock:
-            self._ideal[table] = (found.version, found.record.map_fields)
-        return found.record.map_fields
+        with reading:
+            with self._lock:
+                cached = self._ideal.get(table)
+            if cached is not None and cached[0] == stat.version:
+                return cached[1]  # read by the call this one waited for
+            found = read_record(ctx.client, path)
+            if found is None:
+                return {}
+            with self._lock:
+                self._ideal[table] = (found.version, found.record.map_fields)
+            return found.record.map_fields
 
     def _latest_offset(
         self, ctx: ClusterContext, table: str, partition: int, offset: int
