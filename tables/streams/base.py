@@ -62,6 +62,7 @@ __all__ = [
     "TopicExists",
     "TopicNotFound",
     "UnknownStreamType",
+    "check_fetch_arguments",
     "fetch_timeout_ms",
     "offset_reset_criteria",
     "provider_for",
@@ -412,6 +413,14 @@ def register_range_source(name: str, factory: RangeSourceFactory) -> None:
 def stream_types() -> list[str]:
     with _registry_lock:
         return sorted(_registry)
+
+
+def check_fetch_arguments(start_offset: int, max_messages: int) -> None:
+    """ValueError for what no plugin's `fetch` accepts: a negative start, fewer than 1 message."""
+    if start_offset < 0:
+        raise ValueError(f"start offset {start_offset} is negative")
+    if max_messages < 1:
+        raise ValueError(f"max_messages must be at least 1, not {max_messages}")
 
 
 def stream_property(stream_config: Mapping[str, str], prop: str) -> str | None:

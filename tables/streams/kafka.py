@@ -66,6 +66,7 @@ from tables.streams.base import (
     TopicAdmin,
     TopicExists,
     TopicNotFound,
+    check_fetch_arguments,
     register_stream_type,
 )
 from tables.streams.kafka_config import (
@@ -311,10 +312,7 @@ class KafkaStreamProvider(StreamProvider):
     def fetch(
         self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
     ) -> MessageBatch:
-        if start_offset < 0:
-            raise ValueError(f"start offset {start_offset} is negative")
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be at least 1, not {max_messages}")
+        check_fetch_arguments(start_offset, max_messages)
         reader = self._reader(partition)
         with reader.lock:
             return reader.fetch(start_offset, max_messages, timeout_ms)

@@ -77,6 +77,7 @@ from tables.streams.base import (
     TopicAdmin,
     TopicExists,
     TopicNotFound,
+    check_fetch_arguments,
     register_range_source,
     register_stream_type,
 )
@@ -278,10 +279,7 @@ class RedisStreamProvider(StreamProvider):
     def fetch(
         self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
     ) -> MessageBatch:
-        if start_offset < 0:
-            raise ValueError(f"start offset {start_offset} is negative")
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be at least 1, not {max_messages}")
+        check_fetch_arguments(start_offset, max_messages)
         start = max(start_offset, FIRST_OFFSET)  # offsets below 1 never existed: nothing lost
         key = self._keys.partition(partition)
         pipe = self._reader.pipeline(transaction=True)
