@@ -4,7 +4,6 @@ loss below the low watermark with its exact range, transaction markers that are 
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -21,20 +20,14 @@ from tables.segments.builder import (
 )
 from tables.streams import range_source_for
 from tables.streams.kafka_range import KafkaRangeSource
-from tests.envdefaults import PINOT_FIXTURES
+from tests.cluster_fixtures import github_rows, load
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 CREATED_MS = 1626847260123
-SCHEMA = json.loads((PINOT_FIXTURES / "githubEvents_schema.json").read_text())
-CONFIG = json.loads((PINOT_FIXTURES / "githubEvents_realtime_table_config.json").read_text())
-LINES = [
-    line.encode()
-    for line in (PINOT_FIXTURES / "githubEvents_2021-07-21-few-hours.json")
-    .read_text(encoding="utf-8")
-    .splitlines()
-    if line.strip()
-]
+SCHEMA = load("githubEvents_schema.json")
+CONFIG = load("githubEvents_realtime_table_config.json")
+LINES = github_rows()
 
 
 def request(start: int, end: int, partition: int = 1) -> BuildRequest:
