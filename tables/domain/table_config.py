@@ -11,7 +11,10 @@ Contract:
   must be http or https, and only one stream config. `streamIngestionConfig.disasterRecoveryMode`
   must be `ALWAYS` or `DEFAULT` (Pinot's enum; absent means `DEFAULT`,
   `TableConfig.disaster_recovery_mode`). `for_write=True` (a create or update by this control
-  plane) refuses nothing more today; it stays for what this control plane may not run one day.
+  plane) adds Pinot's upsert/dedup rules (`TableConfigUtils.validateUpsertAndDedupConfig`): such a
+  table's schema must have `primaryKeyColumns` (checked when `schema` is given) and its
+  `routing.instanceSelectorType` must be `strictReplicaGroup`. Configs read back from ZooKeeper
+  (written by Pinot or by an older version) are not refused for them.
 - `TableConfig.rest` is the normalised REST form: a deep copy of the input where `tableName` carries
   the type suffix ("myTable" -> "myTable_REALTIME"), `tableType` is upper case and `isDimTable` /
   `isMaterializedView` are booleans (default false). Everything else is kept exactly as written.
@@ -373,13 +376,32 @@ def _check_time_column(rest: dict[str, Any], schema: Schema | None, problems: li
         )
 
 
+_UPSERT_DEDUP_NEEDS_KEYS = "Upsert/Dedup table must have primary key columns in the schema"
+_UPSERT_DEDUP_NEEDS_ROUTING = (
+    "Upsert/Dedup table must use strict replica-group (i.e. strictReplicaGroup) based routing"
+)
+
+
+def _check_upsert_dedup(rest: dict[str, Any], schema: Schema | None, problems: list[str]) -> None:
+    """Pinot's rules for an upsert or dedup table (module docstring)."""
+    config = TableConfig(rest)
+    if not (config.is_upsert or config.is_dedup):
+        return
+    if schema is not None and not schema.primary_key_columns:
+        problems.append(_UPSERT_DEDUP_NEEDS_KEYS)
+    routing = rest.get("routing")
+    selector = routing.get("instanceSelectorType") if isinstance(routing, dict) else None
+    if selector != "strictReplicaGroup":
+        problems.append(_UPSERT_DEDUP_NEEDS_ROUTING)
+
+
 def parse_table_config(
     data: object, schema: Schema | None = None, *, for_write: bool = False
 ) -> TableConfig:
     """Validate a table config's REST JSON and return it normalised; raise TableConfigError.
 
-    `for_write`: the config is about to be created or updated by this control plane (nothing
-    more is refused for that today; see the module docstring)."""
+    `for_write`: the config is about to be created or updated by this control plane (the
+    upsert/dedup rules apply; see the module docstring)."""
     if not isinstance(data, dict):
         raise TableConfigError(["The table config must be a JSON object"])
     rest: dict[str, Any] = copy.deepcopy(data)
@@ -390,6 +412,8 @@ def parse_table_config(
     if table_type == REALTIME:
         _check_streams(rest, problems)
     _check_time_column(rest, schema, problems)
+    if for_write:
+        _check_upsert_dedup(rest, schema, problems)
     if problems:
         raise TableConfigError(problems)
     rest[TABLE_NAME] = name_with_type

@@ -311,6 +311,9 @@ def test_the_consoles_own_refusals_come_first_and_change_nothing(operator, repli
 def test_a_partial_upsert_table_in_default_mode_is_not_reingested(operator, replica, cluster):
     manager = ResourceManager(context.current())
     rest = manager.get_table_config(TABLE).rest
+    schema = manager.get_schema(manager.get_table_config(TABLE).schema_name).raw
+    manager.add_schema({**schema, "primaryKeyColumns": ["id"]})  # an upsert table needs keys
+    rest = {**rest, "routing": {"instanceSelectorType": "strictReplicaGroup"}}
     manager.update_table(TABLE, {**rest, "upsertConfig": {"mode": "PARTIAL"}})
     segment = replica.committing(_name(0, 8))
 

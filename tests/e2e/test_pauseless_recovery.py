@@ -147,6 +147,8 @@ class Table:
         if mode is not None:
             stream["disasterRecoveryMode"] = mode
         rest.update(extra)
+        if "upsertConfig" in extra or "dedupConfig" in extra:  # Pinot's rule for such tables
+            rest["routing"] = {"instanceSelectorType": "strictReplicaGroup"}
         return rest
 
     def create(self, schema_extra: dict | None = None, **config: object) -> str:

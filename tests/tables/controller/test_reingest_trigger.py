@@ -115,8 +115,10 @@ def _create(ctx, topic, *, pauseless=True, upsert=None, mode=None) -> TableConfi
             stream["disasterRecoveryMode"] = mode
     if upsert is not None:
         rest["upsertConfig"] = {"mode": upsert}
+        rest["routing"] = {"instanceSelectorType": "strictReplicaGroup"}
     manager = ResourceManager(ctx)
-    manager.add_schema(load("githubEvents_schema.json"))
+    keys = {"primaryKeyColumns": ["id"]} if upsert is not None else {}
+    manager.add_schema({**load("githubEvents_schema.json"), **keys})
     return manager.add_table(rest)
 
 

@@ -72,6 +72,7 @@ EXAMPLE: dict[str, Any] = {
         }
     },
     "upsertConfig": {"mode": "FULL"},
+    "routing": {"instanceSelectorType": "strictReplicaGroup"},
     "metadata": {"customConfigs": {}},
 }
 
@@ -687,3 +688,32 @@ def test_every_problem_is_reported() -> None:
         parse_table_config(data)
     assert str(info.value) == "; ".join(problems)
     assert isinstance(info.value, ValueError)
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def test_upsert_and_dedup_tables_need_primary_keys_and_strict_replica_group_routing():
+    load = _fixture
+    schema = parse_schema({**load("githubEvents_schema.json")})
+    keyed = parse_schema({**load("githubEvents_schema.json"), "primaryKeyColumns": ["id"]})
+    base = load("githubEvents_realtime_table_config.json")
+    routing = {"instanceSelectorType": "strictReplicaGroup"}
+    for section in ({"upsertConfig": {"mode": "FULL"}}, {"dedupConfig": {"dedupEnabled": True}}):
+        with pytest.raises(TableConfigError) as caught:
+            parse_table_config({**base, **section}, schema, for_write=True)
+        assert caught.value.problems == [
+            "Upsert/Dedup table must have primary key columns in the schema",
+            "Upsert/Dedup table must use strict replica-group (i.e. strictReplicaGroup) based "
+            "routing",
+        ]
+        accepted = parse_table_config(
+            {**base, **section, "routing": routing}, keyed, for_write=True
+        )
+        assert accepted.is_upsert or accepted.is_dedup
+        # Read back from ZooKeeper (written by Pinot or an older version): not refused.
+        assert parse_table_config({**base, **section}, schema).raw_table_name == "githubEvents"
+    # Neither upsert nor dedup ("mode": "NONE", dedup off): no such rule.
+    for section in ({"upsertConfig": {"mode": "NONE"}}, {"dedupConfig": {"dedupEnabled": False}}):
+        parse_table_config({**base, **section}, schema, for_write=True)
