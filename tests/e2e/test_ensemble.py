@@ -59,6 +59,10 @@ CHROOT = "/pinot"
 NAME = "ensemble"
 TABLE = f"{NAME}_REALTIME"
 PARTITIONS, ROWS, RATE = 2, 1_000, 125  # 8 s of production; segments end on time (5 s): 2 each
+# Rows produced after the kill, so that the consuming segments then get rows and a commit begins
+# after it: without them every segment with rows may already be in the held commit round (builds
+# pending together are built together, and a loaded machine ends production before the kill).
+LATE_ROWS = 250
 PROCESSES = ("controller", "server0", "server1", "server2", "spark")
 FIGURES = envdefaults.VAR_DIR / "artifacts" / "ensemble-failover.txt"
 
@@ -235,12 +239,14 @@ def test_leader_killed_mid_commit_under_a_chroot(ready, request, capsys):
         for pid in pool:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+    late = stack.start_producer(NAME, LATE_ROWS, RATE, PARTITIONS)
     dead_port = stack.ensemble.client_port(leader)
     on_leader = sorted(n for n, links in before.items() if any(p == dead_port for *_, p in links))
 
     events = _watch_recovery(stack, leader, before, held, begun, killed_at)
 
     assert producer.wait(timeout=300) == 0, stack.log("producer")[-3000:]
+    assert late.wait(timeout=300) == 0, stack.log("producer")[-3000:]
     wait_until(_all_committed, timeout=300, interval=0.5, what="every produced row committed")
     report = verify_rows(TABLE)
     assert "PROBLEM" not in report, report
