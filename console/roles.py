@@ -2,7 +2,7 @@
 
 - `viewer`: read-only (on-call). Any signed-in account without a role group reads as a viewer.
 - `operator`: also the operator actions (OPERATOR_ACTIONS: pause, resume, force commit, re-ingest,
-  segment reset, running a periodic task such as the healer).
+  segment reset, running a periodic task such as the healer, silencing an alert).
 - `admin`: everything, including user management and ZooKeeper edits (`/zk/put`, `/zk/delete`);
   superusers are admins.
 The cluster's own processes (Bearer cluster token, `console.api.cluster_auth.ClusterService`) have
@@ -30,7 +30,15 @@ __all__ = [
 VIEWER, OPERATOR, ADMIN, CLUSTER = "viewer", "operator", "admin", "cluster"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 OPERATOR_ACTIONS = frozenset(
-    {"pause", "resume", "force_commit", "reingest", "reset_segment", "run_periodic_task"}
+    {
+        "pause",
+        "resume",
+        "force_commit",
+        "reingest",
+        "reset_segment",
+        "run_periodic_task",
+        "silence_alert",
+    }
 )
 ADMIN_ACTIONS = frozenset({"manage_users", "edit_zk"})
 

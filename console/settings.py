@@ -126,6 +126,15 @@ SERVER_DATA_DIR = Path(env_str("SERVER_DATA_DIR", str(VAR_DIR / "servers")))
 # committed segments. Empty: derived from SECRET_KEY, which every process of a cluster shares.
 CLUSTER_TOKEN = env_secret("CLUSTER_TOKEN") or ""
 
+# --- alerting (Alertmanager) -------------------------------------------------------------------
+# Alertmanager's address (http://127.0.0.1:9093): the console creates silences through its API v2.
+# Empty: no Alertmanager, the console refuses silences (409) and says why.
+ALERTMANAGER_URL = env_str("ALERTMANAGER_URL", "").strip().rstrip("/")
+ALERTMANAGER_TIMEOUT_SECONDS = env_float("ALERTMANAGER_TIMEOUT_SECONDS", 5.0)
+# The Bearer token Alertmanager's webhook presents to POST /api/v1/alerts/webhook
+# (ALERT_WEBHOOK_TOKEN or the file named by ALERT_WEBHOOK_TOKEN_FILE). Empty: it refuses all (403).
+ALERT_WEBHOOK_TOKEN = env_secret("ALERT_WEBHOOK_TOKEN") or ""
+
 # --- the ZooKeeper mirror and live consumption state --------------------------------------------
 # Beat runs `tables.sync_mirror` this often; pages show how old the mirror is.
 MIRROR_SYNC_SECONDS = env_float("MIRROR_SYNC_SECONDS", 5.0)

@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from console import views
+from console.alerting import views as alerting_views
 from console.api.http_errors import not_found
 from monitoring import views as monitoring_views
 
@@ -12,6 +13,9 @@ urlpatterns = [
     path("", include(("console.pages.urls", "console"))),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", monitoring_views.metrics, name="metrics"),
+    # Alertmanager's webhook (Bearer ALERT_WEBHOOK_TOKEN) and the pages' silence form.
+    path("api/v1/alerts/webhook", alerting_views.webhook, name="alerts-webhook"),
+    path("ui/alerts/silence/", alerting_views.silence, name="alerts-silence"),
     # The console's own JSON and its OpenAPI schema: console/api/v1_urls.py.
     path("api/v1/", include(("console.api.v1_urls", "api"))),
     path("api/docs/", RedirectView.as_view(pattern_name="api:docs"), name="api-docs"),

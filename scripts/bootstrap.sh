@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 REQ="$ROOT/requirements.txt"
 # postgresql: make test's second run (scripts/services.sh starts a private instance under var/test).
-APT_PKGS=(openjdk-17-jre-headless zookeeper redis-server chromium prometheus postgresql)
+APT_PKGS=(openjdk-17-jre-headless zookeeper redis-server chromium prometheus prometheus-alertmanager postgresql)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -5,6 +5,10 @@
 # $VAR_DIR/supervisord.conf): two controllers, web, Celery workers and beat, three ingestion
 # servers, and a producer that first creates the demo tables (`create_demo_table --wait`:
 # githubEvents and its pauseless twin githubEventsPauseless, both reading the one topic it writes).
+# Where both are installed (and DEMO_ALERTING is not false), Prometheus and Alertmanager run too,
+# on PROMETHEUS_PORT and ALERTMANAGER_PORT, their configurations generated from the shipped ones
+# (scripts/alerting_config.py), alerts posted to the console's webhook with a token kept in
+# $VAR_DIR/alert_webhook_token (deploy/supervisor/alerting.conf.template).
 # supervisord restarts a program that dies, with back-off, while the others keep running; logs go
 # to $VAR_DIR/log/. Ready (printed with the URLs): /healthz all green and both controllers answer.
 # On exit supervisord stops its programs and this script stops exactly the services it started.
@@ -47,6 +51,34 @@ if [ -S "$VAR_DIR/supervisor.sock" ] && supervisorctl -c "$CONF" pid >/dev/null 
   exit 1
 fi
 
+# Prometheus and Alertmanager, where installed and wanted (DEMO_ALERTING=false: not) and their
+# ports are free: the web gets the webhook token and the Alertmanager URL through the environment.
+export PROMETHEUS_PORT="${PROMETHEUS_PORT:-19090}" ALERTMANAGER_PORT="${ALERTMANAGER_PORT:-19093}"
+export PROMETHEUS_BIN="${PROMETHEUS_BIN:-/usr/bin/prometheus}" ALERTMANAGER_BIN="${ALERTMANAGER_BIN:-/usr/bin/prometheus-alertmanager}"
+TEMPLATES=(deploy/supervisor/supervisord.conf.template)
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+case "${DEMO_ALERTING:-true}" in
+  0 | false | no | off) echo "  Alerting: off (DEMO_ALERTING=${DEMO_ALERTING})" ;;
+  *)
+    if [ ! -x "$PROMETHEUS_BIN" ] || [ ! -x "$ALERTMANAGER_BIN" ]; then
+      echo "  Alerting: off (install the Debian packages prometheus and prometheus-alertmanager)"
+    elif port_busy "$PROMETHEUS_PORT" || port_busy "$ALERTMANAGER_PORT"; then
+      echo "  Alerting: off (port $PROMETHEUS_PORT or $ALERTMANAGER_PORT is taken: set PROMETHEUS_PORT, ALERTMANAGER_PORT)" >&2
+    else
+      TOKEN_FILE="$VAR_DIR/alert_webhook_token"
+      ( umask 077
+        if [ -n "${ALERT_WEBHOOK_TOKEN:-}" ]; then printf '%s\n' "$ALERT_WEBHOOK_TOKEN" >"$TOKEN_FILE"
+        elif [ ! -s "$TOKEN_FILE" ]; then python -c 'import secrets; print(secrets.token_urlsafe(32))' >"$TOKEN_FILE"; fi )
+      export ALERT_WEBHOOK_TOKEN_FILE="$TOKEN_FILE" ALERTMANAGER_URL="${ALERTMANAGER_URL:-http://127.0.0.1:$ALERTMANAGER_PORT}"
+      python scripts/alerting_config.py "$VAR_DIR/alerting" --web-port "$WEB_PORT" \
+        --controller-ports "$CONTROLLER_PORT,$CONTROLLER2_PORT" \
+        --server-ports "$SERVER1_PORT,$SERVER2_PORT,$SERVER3_PORT" \
+        --alertmanager-port "$ALERTMANAGER_PORT" --token-file "$TOKEN_FILE"
+      TEMPLATES+=(deploy/supervisor/alerting.conf.template)
+      echo "  Prometheus: http://127.0.0.1:$PROMETHEUS_PORT   Alertmanager: http://127.0.0.1:$ALERTMANAGER_PORT"
+    fi ;;
+esac
+
 export STARTED_FILE="$VAR_DIR/started.$$"
 : >"$STARTED_FILE"
 SUPERVISOR_PID="" READY_PID=""
@@ -72,13 +104,16 @@ python manage.py init_cluster
 READY_NOTE="$(python manage.py ensure_admin)"
 echo "$READY_NOTE"
 export READY_NOTE
-# The configuration, with this run's ports, folders and supervisorctl password (so mode 0600);
-# supervisord starts every program at once.
+# The configuration (the alerting programs appended when they run), with this run's ports, folders
+# and supervisorctl password (so mode 0600); supervisord starts every program at once.
 SUPERVISOR_PASSWORD="$(python -c 'import secrets; print(secrets.token_urlsafe(18))')" \
-  python - deploy/supervisor/supervisord.conf.template "$CONF" <<'PY'
+  python - "${TEMPLATES[@]}" "$CONF" <<'PY'
 import os, string, sys
-text = string.Template(open(sys.argv[1], encoding="utf-8").read()).substitute(os.environ)
-fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+text = "\n".join(
+    string.Template(open(name, encoding="utf-8").read()).substitute(os.environ)
+    for name in sys.argv[1:-1]
+)
+fd = os.open(sys.argv[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 os.fchmod(fd, 0o600)
 with os.fdopen(fd, "w", encoding="utf-8") as out:
     out.write(text)

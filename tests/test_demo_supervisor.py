@@ -84,7 +84,7 @@ class Demo:
 
     def __init__(self, tmp_path: Path) -> None:
         self.var = tmp_path / "var"
-        zk, redis, web, controller, controller2, s1, s2, s3 = _free_ports(8)
+        zk, redis, web, controller, controller2, s1, s2, s3, prom, am = _free_ports(10)
         self.zk_hosts = f"127.0.0.1:{zk}"
         self.web = f"http://127.0.0.1:{web}"
         # program -> (its participant, its URL)
@@ -110,6 +110,8 @@ class Demo:
             "SERVER1_PORT": str(s1),
             "SERVER2_PORT": str(s2),
             "SERVER3_PORT": str(s3),
+            "PROMETHEUS_PORT": str(prom),  # alerting starts where installed, on free ports
+            "ALERTMANAGER_PORT": str(am),
             "DEMO_PRODUCE_RATE": "5",
             "SPARK_MASTER": "local[1]",
         }

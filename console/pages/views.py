@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from console.alerting import store as alerts
 from console.pages import healing, queries, reingest
 from monitoring import charts
 from tables.models import Health, MirroredTable
@@ -120,7 +121,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     data = queries.overview(
         **filters, page=request.GET.get("page"), per_page=request.GET.get("per_page")
     )
-    return _render(request, "overview.html", {"data": data, **filters, "query": _query(filters)})
+    context = {"data": data, **filters, "query": _query(filters), "alerts": alerts.active()}
+    return _render(request, "overview.html", context)
 
 
 @require_GET
@@ -170,6 +172,8 @@ def table_detail(request: HttpRequest, table: str) -> HttpResponse:
         "healing_run": healing.requested_run(found.name, run_id) if run_id else None,
         "shows_deep_store": _shows_deep_store(found, data),
         "reingest_requests": reingest.requests(found) if _shows_deep_store(found, data) else [],
+        "alerts": alerts.active(found.raw_name),
+        "alerts_scope": found.name,
     }
     return _render(request, "table_detail.html", context)
 

@@ -393,6 +393,7 @@ class SegmentConsumer:
         stats, partition = self.stats, self.spec.partition
         self._inject_failure()
         if faults.held(self._hold_point):
+            self._refresh_latest()  # a held consumer still reports the stream moving on
             self._stop.wait(HELD_POLL_S)
             return
         try:
