@@ -56,7 +56,7 @@ from typing import Self
 from tables import faults
 from tables.cluster.context import ClusterContext
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
-from tables.domain.commit import CommitRejected, apply_commit, is_partition_paused
+from tables.domain.commit import CommitRejected, apply_commit
 from tables.domain.flush import (
     CommittedSegmentStats,
     FlushThresholdUpdater,
@@ -381,14 +381,10 @@ class LLCSegmentManager:
         done: SegmentZKMetadata,
     ) -> tuple[SegmentZKMetadata | None, list[str]]:
         """The next segment's metadata (created in ZooKeeper) and the replicas it goes to, or
-        (None, []) when the partition ended or is paused now (as Pinot, `_paused_now`). Step 3
-        decides again on the IdealState it replaces: a pause that lands between the two steps
-        drops the next segment again; a resume that lands there leaves the partition without
-        one, which the validation manager's missing-consuming-segment repair makes (as in
-        Pinot)."""
+        (None, []) when the partition ended. Whether the table or partition is paused is decided
+        by step 3 alone, on the IdealState it replaces: a pause or resume that lands between the
+        two steps then cannot leave the partition without its next segment, or with one."""
         table = config.table_name_with_type
-        if self._paused_now(table, name.partition_group_id):
-            return None, []  # as Pinot: no next segment while paused (step 3 decides again)
         partitions = self._partition_count(config)
         if partitions is not None and name.partition_group_id >= partitions:
             return None, []  # the partition ended
@@ -411,13 +407,6 @@ class LLCSegmentManager:
             table, instances, name.partition_group_id, config.replication
         )
         return meta, replicas
-
-    def _paused_now(self, table: str, partition: int) -> bool:
-        """Whether the IdealState says the table or this partition is paused. A pause makes no
-        next segment: one made and dropped again by step 3 could be deleted after a resume that
-        right then made one of the same name (same sequence, same minute) for the IdealState."""
-        found = read_record(self.zk, self.paths.idealstate(table))
-        return found is not None and is_partition_paused(found.record, partition)
 
     def _refuse_if_too_late(self, meta_path: str, segment: str) -> None:
         """The MAX_SEGMENT_COMPLETION_TIME guard (§6.5) on the metadata znode's mtime."""

@@ -226,7 +226,7 @@ class PauseManager:
             )
 
         ahead = plan(cleared(snapshot))
-        created = self._create_metadata(config, ahead, len(streams))
+        created, records = self._create_metadata(config, ahead, len(streams))
         ensured = {s.segment for s in ahead.segments}
         used: list[domain.NewSegment] = []
 
@@ -241,6 +241,7 @@ class PauseManager:
             return domain.without_stream_change(out) if clear_flags and wanted is None else out
 
         after = update_idealstate(self.zk, path, mutate).record
+        self._restore_metadata(table, used, records)
         for segment in created - {s.segment for s in used}:
             if segment not in after.map_fields:
                 with contextlib.suppress(NoNode):
@@ -296,12 +297,29 @@ class PauseManager:
 
         return replicas
 
+    def _restore_metadata(
+        self, table: str, used: list[domain.NewSegment], records: dict[str, ZNRecord]
+    ) -> None:
+        """Re-create the metadata of a segment the IdealState now names when it is gone. A
+        commit that made a segment of the same name (its next one, same sequence, same minute)
+        and found the table paused deletes it again unless the IdealState names it: when that
+        clean-up ran between our create (NodeExists: adopted) and our IdealState write, the
+        segment would have no metadata. After our write no clean-up can delete it any more."""
+        for segment in used:
+            path = self.paths.segment(table, segment.segment)
+            if self.zk.exists(path) is not None:
+                continue
+            with contextlib.suppress(NodeExists):
+                create_record(self.zk, path, records[segment.segment])
+            log.warning("%s: its metadata was deleted by a commit's clean-up; made again", path)
+
     def _create_metadata(
         self, config: TableConfig, plan: domain.ResumePlan, partitions: int
-    ) -> set[str]:
-        """Create each planned segment's metadata; returns the names this call created."""
+    ) -> tuple[set[str], dict[str, ZNRecord]]:
+        """Create each planned segment's metadata; returns the names this call created and
+        every planned segment's record."""
         if not plan.segments:
-            return set()
+            return set(), {}
         table = config.table_name_with_type
         instances = self.resources.tagged_instances(config.server_tag)
         per_instance = max_partitions_per_instance(
@@ -310,6 +328,7 @@ class PauseManager:
         updater = flush_updater(table, config.topic_name or "", config.stream_config)
         threshold = updater.threshold_for_new_segment(per_instance, None)
         created = set()
+        records: dict[str, ZNRecord] = {}
         for segment in plan.segments:
             meta = new_in_progress(
                 segment.segment,
@@ -321,12 +340,12 @@ class PauseManager:
             custom = segment.custom_map()
             if custom:
                 meta = _with_custom(meta, custom)
+            records[segment.segment] = meta.to_znrecord()
             with contextlib.suppress(NodeExists):
-                create_record(
-                    self.zk, self.paths.segment(table, segment.segment), meta.to_znrecord()
-                )
+                path = self.paths.segment(table, segment.segment)
+                create_record(self.zk, path, records[segment.segment])
                 created.add(segment.segment)
-        return created
+        return created, records
 
 
 def _with_custom(meta: SegmentZKMetadata, custom: dict[str, str]) -> SegmentZKMetadata:

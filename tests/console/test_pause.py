@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from rest_framework.test import APIClient
@@ -237,6 +238,39 @@ def test_a_resume_landing_between_commit_steps_keeps_the_partition_consuming(tab
     committed = CommittingSegment(table[0], end, end, 0, 1, 1, 1, 100, "http://c/x", end)
     assert manager.commit_segment_metadata(TABLE, committed) is not None
     assert set(consuming_by_partition()) == {0, 1, 2, 3}
+
+
+def test_a_resume_keeps_the_metadata_of_a_segment_a_paused_commit_cleaned_up(table, ends, zk):
+    """A commit while paused makes its next segment (step 2) and deletes it again (step 3 found
+    the table paused). A resume right after plans a segment of the same name (same sequence, same
+    minute), finds it existing (adopted), and the commit's clean-up lands before the resume's
+    IdealState write: the resume makes the metadata again, so no CONSUMING segment lacks it."""
+    now = context.current()
+    minute = (int(time.time()) // 60) * 60_000 + 1_000  # one minute for both: the same name
+    ctx = context.ClusterContext(now.client, now.paths, now.redis_url, now_ms=lambda: minute)
+    pauses = PauseManager(ctx, ForceCommitManager(ctx, schedule=lambda run: None))
+    pauses.pause("githubEvents")
+    manager = LLCSegmentManager(ctx)
+    cleanups = []
+    manager._drop_next = lambda *args: cleanups.append(args)  # the clean-up, held back
+    end = ends[0]
+    committed = CommittingSegment(table[0], end, end, 0, 1, 1, 1, 100, "http://c/x", end)
+    assert manager.commit_segment_metadata(TABLE, committed) is None
+    (cleanup,) = cleanups
+    leftover = cleanup[1].segment_name  # step 2's segment, not in the IdealState
+    original = pauses._create_metadata
+
+    def create_then_clean_up(*args):
+        created = original(*args)
+        LLCSegmentManager._drop_next(manager, *cleanup)  # lands before the IdealState write
+        return created
+
+    pauses._create_metadata = create_then_clean_up
+    pauses.resume("githubEvents")
+    consuming = consuming_by_partition()
+    assert consuming[0] == leftover  # the resume adopted the same name
+    for segment in consuming.values():
+        assert read_record(zk, PATHS.segment(TABLE, segment)) is not None, segment
 
 
 def test_concurrent_pauses_and_resumes_end_consistent(table, ends, zk):
