@@ -35,6 +35,7 @@ import redis
 
 __all__ = [
     "CLAIM_TTL_S",
+    "CLAIM_WAIT_MAX_S",
     "REQUEST_TTL_S",
     "BatchLimits",
     "BuildQueue",
@@ -45,6 +46,7 @@ __all__ = [
 T = TypeVar("T")
 REQUEST_TTL_S = 6 * 3600
 CLAIM_TTL_S = 30
+CLAIM_WAIT_MAX_S = 900  # the longest a task waits for another batch to build its request
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -193,11 +195,17 @@ class BuildQueue:
             self.client.delete(*[self._claim_key(i) for i in ids])
 
     def wait_for_claim(
-        self, mine: PendingBuild, recorded: Callable[[str], T | None], poll_s: float
+        self,
+        mine: PendingBuild,
+        recorded: Callable[[str], T | None],
+        poll_s: float,
+        timeout_s: float = CLAIM_WAIT_MAX_S,
     ) -> T | None:
         """Claim `mine` for its own task; while another batch holds it, wait (its claim expires
         if that batch's process dies) until `recorded(task id)` gives its outcome. None: claimed,
-        and not built yet."""
+        and not built yet. TimeoutError when another batch still holds it after `timeout_s` (a
+        batch that hangs keeps renewing its claim)."""
+        deadline = time.monotonic() + timeout_s
         while True:
             if self.claim(mine.task_id, mine.task_id):
                 outcome = recorded(mine.task_id)
@@ -207,6 +215,11 @@ class BuildQueue:
             outcome = recorded(mine.task_id)
             if outcome is not None:
                 return outcome
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{mine.segment}: another batch ({self.claimant(mine.task_id)}) still builds "
+                    f"it after {timeout_s:.0f} s"
+                )
             time.sleep(poll_s)
 
     def gather(

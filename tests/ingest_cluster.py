@@ -98,6 +98,23 @@ class IngestCluster:
         self.procs[name] = proc
         return proc
 
+    def start_spark_worker(self) -> None:
+        """A Celery spark worker of this stack's own (`spark`, log `<prefix>-spark.log`), in a
+        session of its own so that stopping it stops its pool and Spark's JVM too."""
+        name = f"spark@{self.log_prefix}-{os.getpid()}"
+        args = ["worker", "-Q", "spark", "-c", "1", "-n", name]
+        args += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / f"{self.log_prefix}-spark.log").open("ab") as log:
+            self.procs["spark"] = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "console", *args],
+                cwd=envdefaults.ROOT,
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
     def start_controller(
         self, index: int = 0, env: dict[str, str] | None = None
     ) -> subprocess.Popen:

@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from tests import envdefaults
@@ -65,20 +64,6 @@ class OutageStack(IngestCluster):
     # --- processes ----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
         return {**super()._env(), "ZK_HOSTS": self.zk_hosts, "REDIS_URL": self.redis_url}
-
-    def start_spark_worker(self) -> None:
-        args = ["worker", "-Q", "spark", "-c", "1", "-n", f"spark@outage-{os.getpid()}"]
-        args += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with (self.log_dir / "outage-spark.log").open("ab") as log:
-            self.procs["spark"] = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "console", *args],
-                cwd=envdefaults.ROOT,
-                env=self._env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
 
     def start_producer(
         self, topic: str, count: int, rate: int, partitions: int = 4

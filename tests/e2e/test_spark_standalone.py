@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,19 +117,6 @@ class StandaloneStack(IngestCluster):
         self.start_server(0)
         out, _ = self.cluster_start.communicate(timeout=TIMEOUT)
         assert self.cluster_start.returncode == 0, out.decode(errors="replace")
-
-    def start_spark_worker(self) -> None:
-        args = ["worker", "-Q", "spark", "-c", "1", "-n", f"spark@standalone-{os.getpid()}"]
-        args += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
-        with (self.log_dir / "standalone-spark.log").open("ab") as log:
-            self.procs["spark"] = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "console", *args],
-                cwd=envdefaults.ROOT,
-                env=self._env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
 
     def spark_worker_pids(self) -> set[int]:
         """The spark Celery worker and its pool processes."""

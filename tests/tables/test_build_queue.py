@@ -46,6 +46,14 @@ def test_a_request_is_claimed_once_and_its_owner_can_take_it_back(queue):
     assert queue.claimant("a") is None and [b.task_id for b, _ in queue.pending()] == ["a"]
 
 
+def test_waiting_for_a_claim_another_batch_holds_ends_at_its_deadline(queue):
+    queue.register(_build("a"))
+    assert queue.claim("a", "leader-1")
+    with pytest.raises(TimeoutError, match="leader-1"):
+        queue.wait_for_claim(_build("a"), lambda task: None, poll_s=0.01, timeout_s=0.05)
+    assert queue.wait_for_claim(_build("a"), lambda task: "built", poll_s=0.01) == "built"
+
+
 def test_claim_pending_respects_the_limits_and_other_claims(queue):
     for task, rows in [("a", 100), ("b", 900), ("c", 50), ("d", 10), ("e", 10)]:
         queue.register(_build(task, rows))
