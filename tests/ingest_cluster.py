@@ -99,14 +99,19 @@ class IngestCluster:
         return proc
 
     def start_spark_worker(self) -> None:
-        """A Celery spark worker of this stack's own (`spark`, log `<prefix>-spark.log`), in a
-        session of its own so that stopping it stops its pool and Spark's JVM too."""
-        name = f"spark@{self.log_prefix}-{os.getpid()}"
-        args = ["worker", "-Q", "spark", "-c", "1", "-n", name]
+        """A Celery spark worker of this stack's own (`spark`, log `<prefix>-spark.log`)."""
+        self.start_worker("spark", "spark")
+
+    def start_worker(self, name: str, queue: str) -> None:
+        """A Celery worker of this stack's own on `queue` (process `name`, log
+        `<prefix>-<name>.log`; queue "celery" runs the healing manager's runs), in a session of
+        its own so that stopping its process group stops its pool (and Spark's JVM) too."""
+        node = f"{name}@{self.log_prefix}-{os.getpid()}"
+        args = ["worker", "-Q", queue, "-c", "1", "-n", node]
         args += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        with (self.log_dir / f"{self.log_prefix}-spark.log").open("ab") as log:
-            self.procs["spark"] = subprocess.Popen(
+        with (self.log_dir / f"{self.log_prefix}-{name}.log").open("ab") as log:
+            self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "console", *args],
                 cwd=envdefaults.ROOT,
                 env=self._env(),

@@ -25,7 +25,7 @@ from tables.domain.schema import Schema, schema_from_znrecord
 from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.domain.table_config import TableConfig, table_config_from_znrecord
 from tables.zk.errors import NoNode
-from tables.zk.records import read_record
+from tables.zk.records import read_record, read_records
 
 from .context import ClusterContext
 from .errors import BadRequest, NotFound
@@ -79,12 +79,13 @@ class ClusterReader:
 
     def tagged_instances(self, tag: str) -> list[str]:
         """Servers whose instance config carries `tag`, enabled or not (as Pinot's default)."""
-        found = []
-        for instance in self._children(self.paths.participant_configs):
-            record = read_record(self.zk, self.paths.participant_config(instance))
-            if record is not None and tag in record.record.list_fields.get("TAG_LIST", []):
-                found.append(instance)
-        return sorted(found)
+        names = self._children(self.paths.participant_configs)
+        records = read_records(self.zk, [self.paths.participant_config(i) for i in names])
+        return sorted(
+            instance
+            for instance, found in zip(names, records, strict=True)
+            if found is not None and tag in found.record.list_fields.get("TAG_LIST", [])
+        )
 
     # --- views of a table ------------------------------------------------------------------------
     def idealstate(self, name: str) -> dict[str, dict[str, str]]:
@@ -112,6 +113,21 @@ class ClusterReader:
             self._config(table)  # 404 for the table itself when that is what is missing
             raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
         return SegmentZKMetadata.from_znrecord(found.record)
+
+    def config_and_segment(self, name: str, segment: str) -> tuple[TableConfig, SegmentZKMetadata]:
+        """`get_table_config(name)` and `segment_metadata(name, segment)`, both read at once (one
+        round trip's wait on a real ZooKeeper: a consumer's start waits for them)."""
+        table, segment = self.table_name(name), self.segment_name(segment)
+        config, meta = read_records(
+            self.zk, [self.paths.table_config(table), self.paths.segment(table, segment)]
+        )
+        if config is None:
+            raise NotFound(f"table {raw_table_name(table)} not found")
+        if meta is None:
+            raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
+        return table_config_from_znrecord(config.record), SegmentZKMetadata.from_znrecord(
+            meta.record
+        )
 
     @staticmethod
     def segment_name(name: str) -> str:

@@ -370,9 +370,7 @@ class CompletionManager:
             return entry
 
     def _new_fsm(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
-        resources = ResourceManager(ctx)
-        meta = resources.segment_metadata(table, segment)
-        config = resources.get_table_config(table)
+        config, meta = ResourceManager(ctx).config_and_segment(table, segment)
         timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
         actions = _Actions(self, table, segment)
         done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)

@@ -4,9 +4,11 @@ Contract:
 - `authenticate(authorization)` checks the cluster token, with no I/O; the endpoints run it first,
   before any parameter is looked at.
 - `check(ctx, table, partition, segment, instance, offset)` runs on the table's lead controller
-  before the call reaches an FSM (so a refused call creates no FSM either). Per call it costs one
-  `exists` of the instance's LIVEINSTANCES znode and one `exists` of the table's IdealState (the
-  IdealState itself is re-read only when its version changed). The partition's latest offset is
+  before the call reaches an FSM (so a refused call creates no FSM either). The LIVEINSTANCES
+  children and the table's IdealState are watched reads (`tables.zk.watched_reads`): no ZooKeeper
+  round trip while they are unchanged, one read after a change (the IdealState parsed once per
+  version). A call the cached state would refuse is checked again against ZooKeeper itself
+  first, so a refusal never rests on a change not yet notified. The partition's latest offset is
   cached per (table, partition): an offset at or below a value read within `latest_ttl_ms` needs
   no stream read; only a higher one re-reads the stream (one read per segment and partition in
   normal operation, as offsets grow). A stream that cannot be read skips the offset rule.
@@ -43,7 +45,8 @@ from tables.domain.completion_trust import (
 from tables.models import DurableCounter
 from tables.security import cluster_token
 from tables.streams.base import StreamError, StreamProvider, provider_for
-from tables.zk.records import read_record
+from tables.zk import codec
+from tables.zk.watched_reads import WatchedReads
 
 from .resources import ResourceManager
 
@@ -131,7 +134,8 @@ class CallerCheck:
         self._lock = threading.Lock()
         self._log = LogThrottle(every_s=log_every_s)
         self._ideal: dict[str, tuple[int, Mapping[str, Mapping[str, str]]]] = {}
-        self._ideal_reads: dict[str, threading.Lock] = {}  # one IdealState read per table at once
+        self._ideal_parses: dict[str, threading.Lock] = {}  # one parse per IdealState version
+        self._reads: WatchedReads | None = None
         self._latest: dict[tuple[str, int], tuple[int, int]] = {}  # -> (offset, read at ms)
         self._providers: dict[str, tuple[dict[str, str], StreamProvider]] = {}
 
@@ -153,8 +157,10 @@ class CallerCheck:
         instance: str,
         offset: int,
     ) -> None:
-        live = ctx.client.exists(ctx.paths.liveinstance(instance)) is not None
-        replicas = self._replicas(ctx, table).get(segment, {}) if live else {}
+        reads = self._reads_of(ctx.client)
+        live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=False)
+        if instance not in replicas:  # never refuse on a cached answer: ask ZooKeeper itself
+            live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=True)
         latest = None
         if live and instance in replicas:
             latest = self._latest_offset(ctx, table, partition, offset)
@@ -165,31 +171,53 @@ class CallerCheck:
             self._refuse(refusal, instance, segment)
 
     # --- reads ---------------------------------------------------------------------------------
-    def _replicas(self, ctx: ClusterContext, table: str) -> Mapping[str, Mapping[str, str]]:
-        """The IdealState's segment -> {instance: state}, re-read only when its version is not
-        the cached one (equal, not newer: a re-created table starts again at 0); the calls that
-        find it moved wait for one read (a pause's burst of
-        calls, each after another commit's IdealState write, parses it once, not once each)."""
-        path = ctx.paths.idealstate(table)
-        stat = ctx.client.exists(path)
-        if stat is None:
-            return {}
+    def _reads_of(self, client: object) -> WatchedReads:
         with self._lock:
-            cached = self._ideal.get(table)
-            reading = self._ideal_reads.setdefault(table, threading.Lock())
+            if self._reads is None or self._reads.client is not client:
+                self._reads = WatchedReads(client)
+            return self._reads
+
+    def _caller(
+        self,
+        ctx: ClusterContext,
+        reads: WatchedReads,
+        table: str,
+        segment: str,
+        instance: str,
+        fresh: bool,
+    ) -> tuple[bool, Mapping[str, str]]:
+        """Is `instance` live, and the IdealState's {instance: state} of `segment` (empty when
+        not live)."""
+        live = instance in reads.children(ctx.paths.liveinstances, fresh=fresh)
+        if not live:
+            return False, {}
+        path = ctx.paths.idealstate(table)
+        return True, self._replicas(reads, path, fresh).get(segment, {})
+
+    def _replicas(
+        self, reads: WatchedReads, path: str, fresh: bool
+    ) -> Mapping[str, Mapping[str, str]]:
+        """The IdealState's segment -> {instance: state}, parsed once per version (equal, not
+        newer: a re-created table starts again at 0), however many calls find it moved at once
+        (a pause's burst of calls, each after another commit's IdealState write)."""
+        found = reads.data(path, fresh=fresh)
+        if found is None:
+            return {}
+        data, stat = found
+        with self._lock:
+            cached = self._ideal.get(path)
+            parsing = self._ideal_parses.setdefault(path, threading.Lock())
         if cached is not None and cached[0] == stat.version:
             return cached[1]
-        with reading:
+        with parsing:
             with self._lock:
-                cached = self._ideal.get(table)
+                cached = self._ideal.get(path)
             if cached is not None and cached[0] == stat.version:
-                return cached[1]  # read by the call this one waited for
-            found = read_record(ctx.client, path)
-            if found is None:
-                return {}
+                return cached[1]  # parsed by the call this one waited for
+            replicas = codec.decode(data).map_fields
             with self._lock:
-                self._ideal[table] = (found.version, found.record.map_fields)
-            return found.record.map_fields
+                self._ideal[path] = (stat.version, replicas)
+            return replicas
 
     def _latest_offset(
         self, ctx: ClusterContext, table: str, partition: int, offset: int

@@ -42,8 +42,10 @@ Contract:
   `InjectedConsumerFailure`, which takes the failure path above. While the file
   `server.<instance_id>.consumer_holds` exists (`faults.held`), no consumer of that server fetches:
   a backlog stays unread for as long as a test needs (readiness during catch-up).
-- `latest_at_start` is the stream's latest offset read when the thread starts (None when the
-  stream could not be read then), the target of the server's readiness catch-up check.
+- `latest_at_start` is the stream's latest offset read right after the thread's first fetch
+  (None when the stream could not be read then), the target of the server's readiness catch-up
+  check. Read after, not before: at a commit the next segment's first rows are what its
+  partition's freshness waits for, and this read is only for readiness.
 - When the thread ends, a consumer that read rows logs one INFO line (`CONSUMED_LINE`): the
   segment, the offsets it held `[start, next)`, and the wall-clock stamps (epoch ms) of its first
   and last fetch that returned rows. `bench/freshness.py` measures the gap at a commit from them;
@@ -214,7 +216,8 @@ class SegmentConsumer:
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
-        self.latest_at_start: int | None = None  # the stream's latest offset when the thread began
+        self.latest_at_start: int | None = None  # the stream's latest offset at the first fetch
+        self._latest_read = False
         self._fetch_backoff = Backoff(first=0.2, cap=FETCH_BACKOFF_CAP_S)
         self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
         self._online = threading.Event()
@@ -297,11 +300,9 @@ class SegmentConsumer:
 
     # --- the thread ---------------------------------------------------------------------------
     def _run(self) -> None:
-        # Best effort: readiness only (an unreadable stream shows up at the first fetch).
-        with contextlib.suppress(Exception):
-            self.latest_at_start = self.provider.latest_offset(self.spec.partition)
         try:
             reason = self._consume(until=None)
+            self._read_latest_at_start()  # when it ended before a first fetch
             if reason is not None or self._online.is_set():
                 self.end_reason = reason
                 self._complete(reason)
@@ -356,7 +357,17 @@ class SegmentConsumer:
                     return "catchUp"
                 wanted = min(self.fetch_batch, until - self.next_offset)
             self._fetch(wanted)
+            self._read_latest_at_start()
         return None
+
+    def _read_latest_at_start(self) -> None:
+        """Once: `latest_at_start`. Best effort, readiness only (an unreadable stream shows up
+        at the fetches)."""
+        if self._latest_read:
+            return
+        self._latest_read = True
+        with contextlib.suppress(Exception):
+            self.latest_at_start = self.provider.latest_offset(self.spec.partition)
 
     def _refresh_latest(self) -> None:
         """The partition's latest offset, read at most once a second, also while not fetching

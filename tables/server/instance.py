@@ -486,9 +486,8 @@ class ServerInstance:
         replica.consumer = None
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
-        resources = ClusterReader(self.ctx())
-        config = resources.get_table_config(table)
-        spec = consuming_spec(table, segment, config, resources.segment_metadata(table, segment))
+        config, meta = ClusterReader(self.ctx()).config_and_segment(table, segment)
+        spec = consuming_spec(table, segment, config, meta)
         consumer = SegmentConsumer(
             spec,
             self._provider(table, config),

@@ -9,14 +9,23 @@ one process batched into one compare-and-set write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from kazoo.exceptions import NoNodeError
 
 from tables.domain.znrecord import ZNRecord
 from tables.zk import codec, store
 from tables.zk.interface import ZkStore
 
-__all__ = ["VersionedRecord", "create_record", "read_record", "update_record", "write_record"]
+__all__ = [
+    "VersionedRecord",
+    "create_record",
+    "read_record",
+    "read_records",
+    "update_record",
+    "write_record",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,25 @@ def read_record(client: ZkStore, path: str) -> VersionedRecord | None:
     if found is None:
         return None
     return VersionedRecord(codec.decode(found.data), found.version, found.mtime_ms)
+
+
+def read_records(client: ZkStore, paths: Sequence[str]) -> list[VersionedRecord | None]:
+    """`read_record` of each path, in order (None where missing). On a real ZooKeeper (a client
+    with `get_async`) every read is sent before the first answer is awaited: one round trip's
+    wait for all of them instead of one each. Not atomic, like separate reads."""
+    get_async = getattr(client, "get_async", None)
+    if get_async is None or len(paths) < 2:
+        return [read_record(client, path) for path in paths]
+    pending = [get_async(path) for path in paths]
+    out: list[VersionedRecord | None] = []
+    for handle in pending:
+        try:
+            data, stat = handle.get()
+        except NoNodeError:
+            out.append(None)
+            continue
+        out.append(VersionedRecord(codec.decode(data), stat.version, stat.mtime))
+    return out
 
 
 def create_record(client: ZkStore, path: str, record: ZNRecord, ephemeral: bool = False) -> None:

@@ -3,6 +3,8 @@
 The shared test services must never be frozen under other tests, so `OutageStack` starts a private
 ZooKeeper and Redis with `scripts/services.sh` (free ports, state under a temporary folder, Redis
 with its append-only file as `make demo` runs it), then a Spark Celery worker on that Redis, a
+default-queue worker (the healing manager's runs: a commit an outage left half-done is
+repaired by the run the controller asks for when it leads again, as in production), a
 controller and three servers, all as real processes (logs: var/test/logs/outage-*.log).
 `freeze`/`thaw` SIGSTOP and SIGCONT a store, `kill_redis` SIGKILLs Redis and starts it again on
 the same folder.
@@ -82,6 +84,7 @@ class OutageStack(IngestCluster):
     def start(self) -> None:
         self.start_stores()
         self.start_spark_worker()
+        self.start_worker("healer", "celery")  # the healing manager's runs, as in production
         self.start_controller()
         for index in range(3):
             self.start_server(index)
@@ -90,13 +93,14 @@ class OutageStack(IngestCluster):
         for name in ("zookeeper", "redis"):  # a test that failed mid-outage leaves one stopped
             with contextlib.suppress(OSError, ValueError):
                 os.kill(self.pid(name), signal.SIGCONT)
-        spark = self.procs.pop("spark", None)
-        if spark is not None and spark.poll() is None:
-            os.killpg(spark.pid, signal.SIGTERM)
-            try:
-                spark.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(spark.pid, signal.SIGKILL)
+        for name in ("spark", "healer"):
+            worker = self.procs.pop(name, None)
+            if worker is not None and worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGTERM)
+                try:
+                    worker.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(worker.pid, signal.SIGKILL)
         codes = super().stop()
         self.stop_stores()
         return codes

@@ -167,6 +167,41 @@ def _a_build_running(stack: EnsembleStack) -> tuple[int, dict] | None:
     return found if found and zk_connections(stack.procs["spark"].pid, ports) else None
 
 
+def _stopped_while_building(stack: EnsembleStack) -> tuple[str, dict] | None:
+    """Once the pool is stopped: the held segment and every process's connections, if a commit is
+    still waiting for its build and every process is connected; None otherwise."""
+    found = _a_build_running(stack)
+    before = _connections(stack)
+    return (found[1]["segmentName"], before) if found and all(before.values()) else None
+
+
+def _hold_a_build(stack: EnsembleStack, attempts: int = 5) -> tuple[list[int], str, dict]:
+    """The Spark worker's pool SIGSTOPped while a committer waits for its build, every process
+    connected to the ensemble: (the stopped pids, the held segment, each process's connections).
+    A pool stopped in between (its build just ended, or its client between two connections on a
+    loaded machine) is let go and caught again."""
+    spark = stack.procs["spark"].pid
+    for _ in range(attempts):
+        wait_until(
+            lambda: _a_build_running(stack) and all(_connections(stack).values()),
+            timeout=120,
+            what="a commit building, every process connected",
+        )
+        pool = [pid for pid in process_tree(spark) if pid != spark]
+        for pid in pool:  # the build cannot finish: the commit stays between COMMIT and its end
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            held = wait_until(lambda: _stopped_while_building(stack), timeout=10)
+        except TimeoutError:
+            held = None
+        if held is not None:
+            return pool, *held
+        for pid in pool:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    raise AssertionError(f"no build held with every process connected in {attempts} attempts")
+
+
 def _watch_recovery(
     stack: EnsembleStack, leader: int, before: dict, held: str, begun: set[str], killed_at: float
 ) -> dict:
@@ -217,16 +252,8 @@ def test_leader_killed_mid_commit_under_a_chroot(ready, request, capsys):
     producer = stack.start_producer(NAME, ROWS, RATE, PARTITIONS)
     # After a first commit (the Spark JVM is warm), the next committer in the build queue.
     wait_until(lambda: SegmentStatus.DONE in _statuses().values(), timeout=180, what="a commit")
-    wait_until(lambda: _a_build_running(stack), timeout=120, what="a commit building")
-    spark = stack.procs["spark"].pid
-    pool = [pid for pid in process_tree(spark) if pid != spark]
-    for pid in pool:  # the build cannot finish: the commit stays between COMMIT and its end
-        os.kill(pid, signal.SIGSTOP)
+    pool, held, before = _hold_a_build(stack)
     try:
-        _, item = wait_until(lambda: _a_build_running(stack), timeout=30, what="still building")
-        held = item["segmentName"]
-        before = _connections(stack)
-        assert all(before.values()), before
         leader = stack.ensemble.leader()
         assert leader is not None
         replicas = [i for items in replicas_by_server(stack, TABLE).values() for i in items]

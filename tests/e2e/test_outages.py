@@ -125,12 +125,27 @@ def _finish(stack: OutageStack, name: str, producer, outage_end: float, done_bef
         what=f"a commit of {table} after the outage",
     )
     assert producer.wait(timeout=300) == 0, stack.log("producer")[-3000:]
-    wait_until(lambda: all_committed(name, table), timeout=300, interval=1, what="all committed")
+    try:
+        wait_until(lambda: all_committed(name, table), 300, 1, "all committed")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}: {_not_committed(table)}") from None
     report = verify_rows(table)
     assert "PROBLEM" not in report, report
     RECOVERY_LOG.parent.mkdir(parents=True, exist_ok=True)
     with RECOVERY_LOG.open("a") as out:
         out.write(f"{name}: first commit {first_commit - outage_end:.1f} s after the outage\n")
+
+
+def _not_committed(table: str) -> str:
+    """What a failure message needs: each segment not DONE, its status and IdealState states."""
+    manager = ResourceManager(context.current())
+    ideal = manager.idealstate(table)
+    out = []
+    for segment in manager.segment_names(table):
+        status = manager.segment_metadata(table, segment).status
+        if status is not SegmentStatus.DONE:
+            out.append(f"{segment} {status} {sorted(ideal.get(segment, {}).values())}")
+    return "; ".join(out) or "every segment DONE"
 
 
 def _started(stack: OutageStack, name: str) -> tuple[object, int]:

@@ -400,7 +400,14 @@ def test_a_pauseless_commit_builds_while_the_next_segment_consumes(pair, topic, 
         - 1
     )
     end = int(manager.segment_metadata(TABLE, first).end_offset or 0)
-    following = next(s for s in manager.idealstate(TABLE) if s.startswith("githubEvents__0__1__"))
+    # Commit start's IdealState write (its step 3) may land a moment after the metadata's.
+    following = wait_until(
+        lambda: next(
+            (s for s in manager.idealstate(TABLE) if s.startswith("githubEvents__0__1__")), None
+        ),
+        timeout=30,
+        what="the next segment in the IdealState",
+    )
     assert manager.idealstate(TABLE)[first] == {pair.server_id(i): "ONLINE" for i in range(2)}
 
     # While the commit is held: the next segment consumes on both servers from the end offset,

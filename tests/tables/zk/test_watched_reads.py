@@ -1,0 +1,94 @@
+"""Watched reads on the real ZooKeeper: answered from memory until the znode changes, never stale
+after this session's own write, re-read after another session's change once notified, on demand
+(`fresh`), and after a session change."""
+
+from __future__ import annotations
+
+import pytest
+
+from tables.zk.client import new_client
+from tables.zk.memory import MemoryStore
+from tables.zk.watched_reads import WatchedReads
+from tables.zk.zookeeper import as_store
+from tests.poll import wait_until
+
+pytestmark = pytest.mark.zk
+
+
+def test_a_cached_read_makes_no_round_trip(zk):
+    zk.create("/n", b"v0")
+    zk.create("/n/a")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0" and reads.children("/n") == ["a"]
+    calls = []
+    original = zk._call  # every kazoo request goes through it
+
+    def counting(request, async_object):
+        calls.append(type(request).__name__)
+        return original(request, async_object)
+
+    zk._call = counting
+    try:
+        for _ in range(5):
+            assert reads.data("/n")[0] == b"v0" and reads.children("/n") == ["a"]
+    finally:
+        zk._call = original
+    assert calls == []
+
+
+def test_own_writes_are_never_answered_stale(zk):
+    zk.create("/n", b"v0")
+    reads = WatchedReads(as_store(zk))
+    for i in range(1, 20):
+        assert reads.data("/n")[0] == f"v{i - 1}".encode()
+        zk.set("/n", f"v{i}".encode())
+        zk.create(f"/n/c{i}")
+        assert reads.data("/n")[0] == f"v{i}".encode()
+        assert len(reads.children("/n")) == i
+
+
+def test_another_sessions_change_is_read_once_notified_or_on_demand(zk, settings):
+    zk.create("/n", b"v0")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0" and reads.children("/n") == []
+    other = new_client(settings.ZK_HOSTS)
+    try:
+        other.set("/n", b"v1")
+        other.create("/n/x")
+        wait_until(lambda: reads.data("/n")[0] == b"v1", 10, what="the change notified")
+        wait_until(lambda: reads.children("/n") == ["x"], 10, what="the new child notified")
+        other.delete("/n/x")
+        other.set("/n", b"v2")
+        assert reads.data("/n", fresh=True)[0] == b"v2"  # no wait: read on demand
+        assert reads.children("/n", fresh=True) == []
+        other.delete("/n")
+        assert reads.data("/n", fresh=True) is None and reads.children("/n", fresh=True) == []
+    finally:
+        other.stop()
+        other.close()
+
+
+def test_a_new_session_drops_the_cache(zk, settings, monkeypatch):
+    zk.create("/n", b"v0")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0"
+    for watchers in zk._data_watchers.values():  # the watch lost, as an expired session loses it
+        watchers.clear()
+    other = new_client(settings.ZK_HOSTS)
+    try:
+        other.set("/n", b"v1")
+    finally:
+        other.stop()
+        other.close()
+    assert reads.data("/n")[0] == b"v0"  # nobody said it changed
+    monkeypatch.setattr(type(zk), "client_id", property(lambda self: (12345, b"x")))
+    assert reads.data("/n")[0] == b"v1"
+
+
+def test_a_store_without_watches_is_read_each_time():
+    store = MemoryStore()
+    store.create("/n", b"v0")
+    reads = WatchedReads(store)
+    assert reads.data("/n")[0] == b"v0" and reads.children("/n") == []
+    store.set("/n", b"v1")
+    assert reads.data("/n")[0] == b"v1" and reads.children("/missing") == []
