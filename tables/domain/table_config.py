@@ -14,7 +14,10 @@ Contract:
   plane) adds Pinot's upsert/dedup rules (`TableConfigUtils.validateUpsertAndDedupConfig`): such a
   table's schema must have `primaryKeyColumns` (checked when `schema` is given) and its
   `routing.instanceSelectorType` must be `strictReplicaGroup`. Configs read back from ZooKeeper
-  (written by Pinot or by an older version) are not refused for them.
+  (written by Pinot or by an older version) are not refused for them. `for_write=True` also
+  refuses `ingestionConfig.transformConfigs` the segment build cannot run (an unknown function,
+  Groovy, a wrong argument count; the destination must be a schema column when `schema` is given),
+  naming the column and the function (`tables.domain.transform_expr`).
 - `TableConfig.rest` is the normalised REST form: a deep copy of the input where `tableName` carries
   the type suffix ("myTable" -> "myTable_REALTIME"), `tableType` is upper case and `isDimTable` /
   `isMaterializedView` are booleans (default false). Everything else is kept exactly as written.
@@ -54,6 +57,7 @@ from tables.domain.stream_config import (
     stream_value,
     truthy,
 )
+from tables.domain.transform_expr import transform_config_problems
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
@@ -395,6 +399,14 @@ def _check_upsert_dedup(rest: dict[str, Any], schema: Schema | None, problems: l
         problems.append(_UPSERT_DEDUP_NEEDS_ROUTING)
 
 
+def _check_transforms(rest: dict[str, Any], schema: Schema | None, problems: list[str]) -> None:
+    ingestion = rest.get(INGESTION_CONFIG)
+    if not isinstance(ingestion, Mapping):
+        return
+    columns = schema.column_names() if schema is not None else None
+    problems.extend(transform_config_problems(ingestion.get("transformConfigs"), columns))
+
+
 def parse_table_config(
     data: object, schema: Schema | None = None, *, for_write: bool = False
 ) -> TableConfig:
@@ -414,6 +426,7 @@ def parse_table_config(
     _check_time_column(rest, schema, problems)
     if for_write:
         _check_upsert_dedup(rest, schema, problems)
+        _check_transforms(rest, schema, problems)
     if problems:
         raise TableConfigError(problems)
     rest[TABLE_NAME] = name_with_type

@@ -77,11 +77,7 @@ from tables.segments.errors import BuildError, DataLoss
 from tables.segments.finish import INDEX_VERSION, BuildRequest, BuildResult, finish
 from tables.segments.segment_format import read_segment
 from tables.segments.staging import local_path, spark_readable, write_staging
-from tables.segments.transforms import (
-    FROM_DATE_TIME,
-    parse_time_format,
-    parse_transforms,
-)
+from tables.segments.transforms import parse_time_format, parse_transforms
 from tables.streams.base import StreamError, provider_for, range_source_for
 
 __all__ = [
@@ -164,7 +160,7 @@ def _plan(spark: SparkSession, request: BuildRequest) -> GroupPlan:
     transforms = parse_transforms(ingestion.get("transformConfigs"), schema)
     time_spec = schema.field(config.time_column_name) if config.time_column_name else None
     time_format = parse_time_format(time_spec) if time_spec else None
-    patterns = [t.pattern for t in transforms if t.function == FROM_DATE_TIME and t.pattern]
+    patterns = [p for t in transforms for p in t.patterns]
     if time_format and time_format.pattern:
         patterns.append(time_format.pattern)
     for pattern in dict.fromkeys(patterns):

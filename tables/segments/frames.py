@@ -25,7 +25,11 @@ message that is not a JSON object records the problem under the column name `MES
 has every column null. A multi-value field with any element that does not fit is null as a whole.
 
 Transforms (`apply_transforms`) follow Pinot: a transform fills its column only when the message
-has no value for it; its inputs are the raw message fields, not other transforms' outputs.
+has no value for it; its inputs are the raw message fields, not other transforms' outputs. The
+expression runs as Spark columns (`tables.segments.transform_functions`); its result is converted
+to the column's type as a decoded value is. A row the transform rejects (every input present, the
+result null where the function does not legitimately return null) keeps a null and records a
+problem `(column, raw text of the first input)`.
 `decode_stages` and `transform_stages` give the same work as lists of column expressions (one per
 `select`), which name columns only: a builder makes them once per schema and applies them to any
 DataFrame with `run_stages` (building expressions costs a py4j round trip per node).
@@ -47,13 +51,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tables.domain.schema import FieldSpec, Schema
-from tables.segments.transforms import (
-    EPOCH,
-    FROM_DATE_TIME,
-    TimeFormat,
-    Transform,
-    parse_time_format,
-)
+from tables.segments import transform_functions as tf
+from tables.segments.transforms import TimeFormat, Transform, parse_time_format
 
 __all__ = [
     "FLAGGED_COLUMN",
@@ -136,6 +135,11 @@ def _cast(raw: Column, spec: FieldSpec) -> Column:
         return _cast_scalar(raw, spec.data_type)
     parsed = F.from_json(raw, T.ArrayType(T.StringType()))
     items = F.when(raw.isNull(), F.lit(None)).otherwise(F.coalesce(parsed, F.array(raw)))
+    return _cast_items(items, spec)
+
+
+def _cast_items(items: Column, spec: FieldSpec) -> Column:
+    """Text elements as the multi-value column `spec`; null when one does not fit."""
     pairs = F.transform(
         items, lambda item: F.struct(item.alias("a"), _cast_scalar(item, spec.data_type).alias("b"))
     )
@@ -250,32 +254,45 @@ def decode(
     return run_stages(df, decode_stages(schema, extra_fields, carry))
 
 
-def _epoch_value(transform: Transform, source: Column) -> Column:
-    """`transform.EPOCH`'s arithmetic on the source read as a long (Java's truncating division;
-    exact as long as the values stay below 2^53)."""
-    value = _cast_scalar(source, "LONG")
-    if transform.multiply != 1:
-        value = value * F.lit(transform.multiply)
-    if transform.divide != 1:
-        value = (value / F.lit(transform.divide)).cast("bigint")
-    if transform.round_to != 1:  # a Rounded form: divided by n above, back to a multiple of n
-        value = value * F.lit(transform.round_to)
-    return value
+def _typed_scalar(value: tf.Value, data_type: str) -> Column:
+    """A transform's non-text result as a single value of `data_type` (PinotDataType's
+    conversions: numbers truncate toward zero, TIMESTAMP from epoch millis)."""
+    if data_type == "TIMESTAMP":
+        millis = value.column.try_cast("bigint")
+        in_range = F.abs(millis) <= F.lit(_MAX_TIMESTAMP_MS)
+        return F.when(in_range, F.timestamp_millis(F.when(in_range, millis)))
+    if data_type in ("STRING", "JSON"):
+        return value.column.cast("string")
+    spark = _SCALAR_TYPES.get(data_type)
+    if spark is None or data_type == "BYTES":
+        return _cast_scalar(value.column.cast("string"), data_type)
+    return value.column.try_cast(spark)
 
 
-def _transform_value(transform: Transform, spec: FieldSpec) -> Column:
-    source = F.col(RAW_COLUMN).getField(transform.source)
-    if transform.function == EPOCH:
-        millis = _epoch_value(transform, source)
-    elif transform.function != FROM_DATE_TIME:
-        return _cast(source, spec)
-    else:
-        millis = F.unix_millis(F.try_to_timestamp(source, F.lit(transform.pattern)))
-    if spec.data_type == "TIMESTAMP":
-        return F.timestamp_millis(millis)
-    if spec.data_type in ("STRING", "JSON"):
-        return millis.cast("string")
-    return millis.try_cast(spark_type(spec))
+def _transform_result(value: tf.Value, spec: FieldSpec) -> Column:
+    """A transform's result as the column `spec`."""
+    if value.kind == tf.RAW:
+        return _cast(value.column, spec)
+    if not spec.single_value:
+        return _cast_items(tf.as_array(value), spec)
+    if value.kind == tf.ARRAY:  # one value or none: a single-value column holds no list
+        only = F.when(F.size(value.column) == 1, F.try_element_at(value.column, F.lit(1)))
+        return _cast_scalar(only, spec.data_type)
+    if value.kind == tf.STRING:
+        return _cast_scalar(value.column, spec.data_type)
+    return _typed_scalar(value, spec.data_type)
+
+
+def _transform_value(transform: Transform, spec: FieldSpec) -> tuple[Column, Column]:
+    """The transform's value for `spec`, and whether a null value is a rejected row."""
+    value = tf.compile_expression(transform.expr, lambda name: F.col(RAW_COLUMN).getField(name))
+    result = _transform_result(value, spec)
+    if value.may_be_null:
+        return result, F.lit(False)
+    rejected = result.isNull()
+    for source in transform.sources:
+        rejected = rejected & F.col(RAW_COLUMN).getField(source).isNotNull()
+    return result, rejected
 
 
 def transform_stages(
@@ -288,10 +305,13 @@ def transform_stages(
         if spec is None:  # parse_transforms refuses these; keep the function total anyway
             continue
         own = F.col(RAW_COLUMN).getField(transform.column)
-        source = F.col(RAW_COLUMN).getField(transform.source)
-        value = _transform_value(transform, spec)
+        if transform.source is not None:
+            source = F.col(RAW_COLUMN).getField(transform.source)
+        else:
+            source = F.lit(transform.expression)
+        value, rejected = _transform_value(transform, spec)
         missing = own.isNull()
-        condition = missing & source.isNotNull() & value.isNull()
+        condition = missing & rejected
         failed = _problem(spec.name, source, condition)
         columns = [
             F.when(missing, value).otherwise(F.col(name)).alias(name)

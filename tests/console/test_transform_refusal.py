@@ -1,0 +1,71 @@
+"""A table config whose ingestion transforms the segment build cannot run is refused at the door
+(create and update), with a 400 naming the column and the function, and ZooKeeper unchanged."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.cluster_fixtures import load
+from tests.console.test_pinot_api import github_table, snapshot
+
+pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
+
+GROOVY = "Groovy({type + id}, type, id)"
+UNKNOWN = "toSphericalGeography(stPoint(lon, lat))"
+
+
+@pytest.fixture
+def api(admin_user):
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    return client
+
+
+def _with_transform(rest: dict, column: str, function: str) -> dict:
+    rest = copy.deepcopy(rest)
+    rest["ingestionConfig"]["transformConfigs"] = [
+        {"columnName": column, "transformFunction": function}
+    ]
+    return rest
+
+
+@pytest.mark.parametrize(
+    ("column", "function", "reasons"),
+    [
+        ("type", UNKNOWN, ["'type'", "toSphericalGeography", "not supported"]),
+        ("type", GROOVY, ["'type'", "Groovy", "controller.disable.ingestion.groovy"]),
+        ("type", "lower(upper(id), 'x')", ["'type'", "lower", "takes 1 argument"]),
+        ("nope", "lower(id)", ["'nope'", "not a column of the schema"]),
+    ],
+)
+def test_a_transform_the_build_cannot_run_is_refused_on_create(
+    api, servers, topic, zk, column, function, reasons
+):
+    assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
+    before = snapshot(zk)
+    resp = api.post(
+        "/tables", _with_transform(github_table(topic), column, function), format="json"
+    )
+    assert resp.status_code == 400, resp.content
+    for reason in reasons:
+        assert reason in resp.json()["error"]
+    assert snapshot(zk) == before
+
+
+def test_the_same_check_runs_on_update(api, servers, topic, zk):
+    assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
+    nested = "upper(concat(type, jsonPathString(payload, '$.action', 'none'), '/'))"
+    resp = api.post("/tables", _with_transform(github_table(topic), "type", nested), format="json")
+    assert resp.status_code == 200, resp.content
+    before = snapshot(zk)
+    for function in (UNKNOWN, GROOVY):
+        bad = _with_transform(github_table(topic), "type", function)
+        resp = api.put("/tables/githubEvents", bad, format="json")
+        assert resp.status_code == 400, resp.content
+        assert "'type'" in resp.json()["error"]
+        assert snapshot(zk) == before
+    stored = api.get("/tables/githubEvents").json()["REALTIME"]["ingestionConfig"]
+    assert stored["transformConfigs"][0]["transformFunction"] == nested
