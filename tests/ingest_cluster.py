@@ -120,6 +120,19 @@ class IngestCluster:
                 start_new_session=True,
             )
 
+    def stop_worker(self, name: str, timeout: float = 60) -> None:
+        """Stop the Celery worker `name` (`start_worker`) with its process group: its pool and
+        Spark's JVM; SIGKILL after `timeout` seconds."""
+        worker = self.procs.pop(name, None)
+        if worker is None or worker.poll() is not None:
+            return
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
     def start_controller(
         self, index: int = 0, env: dict[str, str] | None = None
     ) -> subprocess.Popen:

@@ -94,13 +94,7 @@ class OutageStack(IngestCluster):
             with contextlib.suppress(OSError, ValueError):
                 os.kill(self.pid(name), signal.SIGCONT)
         for name in ("spark", "healer"):
-            worker = self.procs.pop(name, None)
-            if worker is not None and worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGTERM)
-                try:
-                    worker.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(worker.pid, signal.SIGKILL)
+            self.stop_worker(name, timeout=30)
         codes = super().stop()
         self.stop_stores()
         return codes

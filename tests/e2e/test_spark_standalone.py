@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -138,14 +137,7 @@ class StandaloneStack(IngestCluster):
         return self._celery
 
     def stop(self) -> dict[str, int]:
-        spark = self.procs.pop("spark", None)
-        if spark is not None and spark.poll() is None:
-            os.killpg(spark.pid, signal.SIGTERM)
-            try:
-                spark.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(spark.pid, signal.SIGKILL)
-                spark.wait()
+        self.stop_worker("spark")
         codes = super().stop()
         if self.cluster_start is not None and self.cluster_start.poll() is None:
             self.cluster_start.kill()  # the script's own wait; the daemons are stopped below
