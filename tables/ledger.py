@@ -5,8 +5,9 @@
   sequence number (other names are not part of the stream ledger and are noted);
 - rows (only with `rows=True`), one partition at a time so that memory holds one partition:
   each DONE segment is downloaded from the deep store (`DeepStore.segment_key`) into a temporary
-  directory and read back with `read_segment`: its `__offset` column, and its key column when the
-  table's schema has `key_field`; a segment that is absent or unreadable is reported, not raised.
+  directory and read back: its `__offset` column, its key column when the table's schema has
+  `key_field`, and the offsets the table's filter dropped (`FILTERED_OFFSETS_FILE`, which excuse
+  exactly those offsets); a segment that is absent or unreadable is reported, not raised.
   The stream partition is read over the DONE segments' span `[min start, max end)` with the
   table's stream provider (never blocking), and each message's key is its JSON object's
   `key_field` (text as the producer partitions on it: strings as they are, other values as compact
@@ -29,6 +30,7 @@ Nothing is written anywhere.
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 import tempfile
@@ -37,12 +39,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from tables.builds import deep_store
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
 from tables.domain import pause
 from tables.domain.ledger import (
+    FILTERED_OFFSETS_FILE,
     LOST_OFFSETS_KEY,
     LedgerReport,
     LostRange,
@@ -59,7 +64,7 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.segments.deepstore import DeepStore
 from tables.segments.frames import OFFSET_COLUMN
-from tables.segments.segment_format import read_segment
+from tables.segments.segment_format import DATA_FILE, read_segment_files
 from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.streams.producer import DEFAULT_KEY_FIELD
 
@@ -162,7 +167,12 @@ def _segment_rows(
     local = work / f"{found.segment}.tar.gz"
     try:
         store.download(key, local)
-        _, table = read_segment(local)
+        files = read_segment_files(local)
+        if DATA_FILE not in files:
+            raise ValueError(f"no {DATA_FILE} in the segment")
+        table = pq.read_table(io.BytesIO(files[DATA_FILE]))
+        declared = files.get(FILTERED_OFFSETS_FILE, b"").decode("ascii")
+        filtered = [o for a, b in parse_offset_ranges(declared) for o in range(a, b)]
     except (OSError, ValueError, EOFError, tarfile.TarError) as exc:  # pyarrow's are OSError/Value
         return _with_error(base, f"{type(exc).__name__}: {exc}")
     finally:
@@ -173,7 +183,9 @@ def _segment_rows(
     keys = None
     if key_column is not None and key_column in table.column_names:
         keys = [key_text(v) for v in table.column(key_column).to_pylist()]
-    return SegmentRows(found.segment, start, end, offsets, keys, metadata.total_docs)
+    return SegmentRows(
+        found.segment, start, end, offsets, keys, metadata.total_docs, filtered=filtered
+    )
 
 
 def _with_error(rows: SegmentRows, error: str) -> SegmentRows:
@@ -281,7 +293,7 @@ def unverified_gaps(
         stop = min(seg.end_offset, stream.first_available)
         if seg.error is not None or seg.start_offset >= stop:
             continue
-        held = set(seg.offsets)
+        held = set(seg.offsets) | set(seg.filtered)
         gaps = [
             o
             for o in range(seg.start_offset, stop)

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 from console.alerting import store as alerts
 from console.pages import healing, queries, reingest
 from monitoring import charts
+from tables.domain.index_configs import unbuilt_indexes
 from tables.models import Health, MirroredTable
 
 __all__ = [
@@ -174,6 +175,7 @@ def table_detail(request: HttpRequest, table: str) -> HttpResponse:
         "reingest_requests": reingest.requests(found) if _shows_deep_store(found, data) else [],
         "alerts": alerts.active(found.raw_name),
         "alerts_scope": found.name,
+        "unbuilt_indexes": unbuilt_indexes(found.config),
     }
     return _render(request, "table_detail.html", context)
 

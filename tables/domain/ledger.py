@@ -31,6 +31,13 @@ its next offset) are declared by the committed segment itself: its `custom.map` 
 `LOST_OFFSETS_KEY` = `format_offset_ranges(...)` ("s-e,s-e", half-open, ascending, disjoint),
 the same text the committer sends as the segmentCommitEnd parameter `STREAM_DATA_LOSS_PARAM`.
 
+Rows dropped by the table's filter (`ingestionConfig.filterConfig`, Pinot's realtimeRowsFiltered)
+are declared by the segment that would have held them: the file `FILTERED_OFFSETS_FILE` in its
+tar ("s-e,s-e" ranges, the format above), read into `SegmentRows.filtered`. They excuse exactly
+those offsets of the row check (one note per segment with the count: "dropped by the filter");
+a declared offset outside the segment's range, or one the segment also holds a row at, is a
+problem (it excuses nothing).
+
 `LedgerReport.ok` is true exactly when there is no problem. Problems and notes are one line each,
 naming partition, segments and offsets; consecutive offsets make one line, and each kind of row
 problem is capped at `MAX_LINES_PER_KIND` lines plus a "... more" line. `combine` joins a range
@@ -46,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 __all__ = [
+    "FILTERED_OFFSETS_FILE",
     "LOST_OFFSETS_KEY",
     "MAX_LINES_PER_KIND",
     "STREAM_DATA_LOSS_PARAM",
@@ -65,6 +73,7 @@ __all__ = [
 MAX_LINES_PER_KIND = 20
 LOST_OFFSETS_KEY = "consumption.lostOffsets"  # in a committed segment's custom.map
 STREAM_DATA_LOSS_PARAM = "streamDataLoss"  # segmentCommitEnd(WithMetadata) query parameter
+FILTERED_OFFSETS_FILE = "filtered.offsets"  # in a segment's tar: the offsets its filter dropped
 DONE, IN_PROGRESS, COMMITTING = "DONE", "IN_PROGRESS", "COMMITTING"
 _OFFSET = re.compile(r"[0-9]+", re.ASCII)
 
@@ -102,6 +111,7 @@ class SegmentRows:
     keys: Sequence[str | None] | None = None  # per row, when the segment stores the key column
     total_docs: int | None = None  # what ZooKeeper says the segment holds
     error: str | None = None  # why the rows could not be read
+    filtered: Sequence[int] = ()  # offsets the table's filter dropped (declared by the segment)
 
 
 @dataclass(frozen=True)
@@ -392,6 +402,7 @@ def check_rows(
     phantom: list[str] = []
     mismatched: list[str] = []
     not_compared = 0
+    dropped: list[tuple[int, int]] = []
     for seg in segments:
         start, end = seg.start_offset, seg.end_offset
         span = f"{where}: segment {seg.segment} [{start}, {end})"
@@ -410,6 +421,7 @@ def check_rows(
             )
         for offset in seg.offsets:
             holders[offset].append(seg.segment)
+        dropped += _filtered(seg, span, report)
         outside += _run_lines(
             f"{span} holds rows at offsets",
             (o for o in seg.offsets if not start <= o < end),
@@ -432,7 +444,9 @@ def check_rows(
 
     done = _Covered((s.start_offset, s.end_offset) for s in segments)
     skipped = _Covered(unreadable)
-    excused = _Covered((loss.start, loss.end) for loss in lost if loss.partition == partition)
+    excused = _Covered(
+        [*((loss.start, loss.end) for loss in lost if loss.partition == partition), *dropped]
+    )
     compared = sorted(o for o in produced if o in done and o not in skipped)
     missing_lines = [
         f"{where}: missing rows: offsets {_span(a, b)} were produced but are in no segment"
@@ -469,6 +483,30 @@ def check_rows(
             "duplicate production"
         )
     return report
+
+
+def _filtered(seg: SegmentRows, span: str, report: LedgerReport) -> list[tuple[int, int]]:
+    """The runs of offsets `seg` declares dropped by the filter that excuse (a note), and a
+    problem for declared offsets outside its range or that it also holds a row at."""
+    if not seg.filtered:
+        return []
+    held = set(seg.offsets)
+    wrong = [o for o in seg.filtered if not seg.start_offset <= o < seg.end_offset or o in held]
+    if wrong:
+        report.problems.extend(
+            _run_lines(
+                f"{span} declares offsets",
+                wrong,
+                " dropped by the filter, but they are outside its range or rows of it: not excused",
+            )
+        )
+    good = [o for o in seg.filtered if o not in set(wrong)]
+    if good:
+        report.notes.append(
+            f"{span}: {_n(len(set(good)), 'row')} dropped by the table's filter "
+            "(ingestionConfig.filterConfig): excused"
+        )
+    return _runs(good)
 
 
 def _duplicates(

@@ -17,7 +17,9 @@ Contract:
   (written by Pinot or by an older version) are not refused for them. `for_write=True` also
   refuses `ingestionConfig.transformConfigs` the segment build cannot run (an unknown function,
   Groovy, a wrong argument count; the destination must be a schema column when `schema` is given),
-  naming the column and the function (`tables.domain.transform_expr`).
+  naming the column and the function, an `ingestionConfig.filterConfig` it cannot run (naming
+  `filterConfig` and the function) and a `complexTypeConfig` it cannot honour
+  (`tables.domain.transform_expr`).
 - `TableConfig.rest` is the normalised REST form: a deep copy of the input where `tableName` carries
   the type suffix ("myTable" -> "myTable_REALTIME"), `tableType` is upper case and `isDimTable` /
   `isMaterializedView` are booleans (default false). Everything else is kept exactly as written.
@@ -57,7 +59,11 @@ from tables.domain.stream_config import (
     stream_value,
     truthy,
 )
-from tables.domain.transform_expr import transform_config_problems
+from tables.domain.transform_expr import (
+    complex_type_problems,
+    filter_config_problems,
+    transform_config_problems,
+)
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
@@ -405,6 +411,8 @@ def _check_transforms(rest: dict[str, Any], schema: Schema | None, problems: lis
         return
     columns = schema.column_names() if schema is not None else None
     problems.extend(transform_config_problems(ingestion.get("transformConfigs"), columns))
+    problems.extend(filter_config_problems(ingestion.get("filterConfig")))
+    problems.extend(complex_type_problems(ingestion.get("complexTypeConfig")))
 
 
 def parse_table_config(

@@ -18,6 +18,16 @@ Contract:
 - `parse_transform(text)`: parse and check. `transform_config_problems(configs, columns)`: the
   problems of an `ingestionConfig.transformConfigs` list, one sentence each naming the column and
   the function (empty when every entry can run); `columns`, when given, are the schema's columns.
+- Filters (`ingestionConfig.filterConfig.filterFunction`, Pinot's FilterTransformer: a row for
+  which the function returns true is dropped at ingestion): the same parser and registry, which
+  also lists Pinot's boolean scalar functions (`equals`, `notEquals`, `greaterThan`,
+  `greaterThanOrEqual`, `lessThan`, `lessThanOrEqual`, `between`, `isNull`, `isNotNull`,
+  `startsWith`) and the evaluator's `and`, `or` (2 to 32 arguments) and `not`.
+  `parse_filter(text)` parses and checks one, and refuses a function whose top-level call cannot
+  return a boolean (it would never drop a row: a mistake, not a filter); `filter_config_problems`
+  gives the problems of a `filterConfig`, each naming `filterConfig` and the function.
+- `complex_type_problems(config)`: the problems of an `ingestionConfig.complexTypeConfig` the
+  build cannot honour (see `tables.segments.complex_types`).
 Pure standard library, no I/O.
 """
 
@@ -29,6 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "BOOLEAN_FUNCTIONS",
+    "COLLECTION_TO_JSON_MODES",
+    "FILTER_WHERE",
     "FUNCTIONS",
     "GROOVY_DISABLED",
     "Call",
@@ -40,7 +53,10 @@ __all__ = [
     "canonical",
     "check_expression",
     "columns_of",
+    "complex_type_problems",
+    "filter_config_problems",
     "parse_expression",
+    "parse_filter",
     "parse_transform",
     "supported_function_names",
     "transform_config_problems",
@@ -184,6 +200,25 @@ def parse_expression(text: str) -> Expr:
 # --- the registry -------------------------------------------------------------------------------
 
 INT, STR, NUM, ANY = "a whole number", "a quoted string", "a number", "a literal"
+MAX_LOGICAL_ARGS = 32  # and/or take two or more arguments (a bound keeps the arities finite)
+#: Functions whose result is a boolean: the top-level call of a filter must be one of them.
+BOOLEAN_FUNCTIONS = frozenset(
+    {
+        "equals",
+        "notequals",
+        "greaterthan",
+        "greaterthanorequal",
+        "lessthan",
+        "lessthanorequal",
+        "between",
+        "isnull",
+        "isnotnull",
+        "startswith",
+        "and",
+        "or",
+        "not",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -241,6 +276,15 @@ def _specs() -> dict[str, FunctionSpec]:
     add(("jsonPathArray",), [2], "json", a1=STR)
     add(("jsonExtractScalar",), [3, 4], "json", a1=STR, a2=STR, a3=ANY)
     add(("toJsonMapStr",), [1], "json")
+    for name in ("equals", "notEquals", "greaterThan", "greaterThanOrEqual", "lessThan"):
+        add((name,), [2], "comparison")
+    add(("lessThanOrEqual",), [2], "comparison")
+    add(("between",), [3], "comparison")
+    add(("isNull",), [1], "comparison")
+    add(("isNotNull",), [1], "comparison")
+    add(("and",), range(2, MAX_LOGICAL_ARGS + 1), "logical")
+    add(("or",), range(2, MAX_LOGICAL_ARGS + 1), "logical")
+    add(("not",), [1], "logical")
     return {canonical(name): spec for names, spec in specs for name in names}
 
 
@@ -264,6 +308,13 @@ def _literal_fits(value: object, kind: str) -> bool:
     return True
 
 
+def _counts(arities: frozenset[int]) -> str:
+    ordered = sorted(arities)
+    if len(ordered) > 3 and ordered[-1] - ordered[0] == len(ordered) - 1:
+        return f"{ordered[0]} to {ordered[-1]}"
+    return " or ".join(str(n) for n in ordered)
+
+
 def check_expression(expr: Expr) -> None:
     """TransformExprError for the first call (depth first) the build cannot run."""
     if not isinstance(expr, Call):
@@ -274,7 +325,7 @@ def check_expression(expr: Expr) -> None:
             f"function {expr.name} is not supported by the segment build", expr.name
         )
     if len(expr.args) not in spec.arities:
-        counts = " or ".join(str(n) for n in sorted(spec.arities))
+        counts = _counts(spec.arities)
         raise TransformExprError(
             f"{spec.name} takes {counts} argument(s), not {len(expr.args)}", expr.name
         )
@@ -335,4 +386,84 @@ def transform_config_problems(configs: object, columns: Iterable[str] | None = N
                 f"{where}: column '{column}': transform function {text.strip()!r} cannot be "
                 f"run{culprit}: {exc}"
             )
+    return problems
+
+
+# --- filters ------------------------------------------------------------------------------------
+
+FILTER_WHERE = "ingestionConfig.filterConfig.filterFunction"
+
+
+def parse_filter(text: str) -> Expr:
+    """A `filterFunction`, parsed and checked; TransformExprError when the build cannot run it or
+    its top-level call returns no boolean (a literal or a column is taken as it is)."""
+    expr = parse_transform(text)
+    if isinstance(expr, Call) and expr.key not in BOOLEAN_FUNCTIONS:
+        spec = FUNCTIONS[expr.key]
+        raise TransformExprError(
+            f"{spec.name} does not return a boolean, so the filter would never drop a row (use "
+            "a comparison such as equals, greaterThan, or and/or/not around one)",
+            expr.name,
+        )
+    return expr
+
+
+def filter_config_problems(config: object) -> list[str]:
+    """The problems of an `ingestionConfig.filterConfig` (empty when absent or runnable), each
+    naming `filterConfig` and the function."""
+    if config is None:
+        return []
+    if not isinstance(config, Mapping):
+        return ["ingestionConfig.filterConfig must be a JSON object"]
+    text = config.get("filterFunction")
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        return [f"{FILTER_WHERE} must be a string"]
+    try:
+        parse_filter(text)
+    except TransformExprError as exc:
+        culprit = f" (function {exc.function})" if exc.function else ""
+        return [f"{FILTER_WHERE} {text.strip()!r} cannot be run{culprit}: {exc}"]
+    return []
+
+
+# --- complex types ------------------------------------------------------------------------------
+
+COMPLEX_WHERE = "ingestionConfig.complexTypeConfig"
+#: Pinot's `collectionNotUnnestedToJson` modes (default NON_PRIMITIVE).
+COLLECTION_TO_JSON_MODES = ("NONE", "NON_PRIMITIVE", "ALL")
+
+
+def complex_type_problems(config: object) -> list[str]:
+    """The problems of an `ingestionConfig.complexTypeConfig` the build cannot honour: shapes,
+    an unknown `collectionNotUnnestedToJson` mode, and `fieldsToUnnest` (not supported yet: an
+    unnested row has no offset of its own, which the ledger needs) and `prefixesToRename`."""
+    if config is None:
+        return []
+    if not isinstance(config, Mapping):
+        return [f"{COMPLEX_WHERE} must be a JSON object"]
+    problems: list[str] = []
+    unnest = config.get("fieldsToUnnest")
+    if unnest is not None and not (
+        isinstance(unnest, list) and all(isinstance(f, str) for f in unnest)
+    ):
+        problems.append(f"{COMPLEX_WHERE}.fieldsToUnnest must be a list of field names")
+    elif unnest:
+        problems.append(
+            f"{COMPLEX_WHERE}.fieldsToUnnest {unnest} is not supported yet: the segment build "
+            "keeps one row per stream offset (flattening nested objects into "
+            "'parent<delimiter>child' columns and collectionNotUnnestedToJson are supported)"
+        )
+    delimiter = config.get("delimiter")
+    if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
+        problems.append(f"{COMPLEX_WHERE}.delimiter must be a non-empty string")
+    mode = config.get("collectionNotUnnestedToJson")
+    if mode is not None and (not isinstance(mode, str) or mode not in COLLECTION_TO_JSON_MODES):
+        problems.append(
+            f"{COMPLEX_WHERE}.collectionNotUnnestedToJson must be one of "
+            f"{', '.join(COLLECTION_TO_JSON_MODES)}, not {mode!r}"
+        )
+    if config.get("prefixesToRename"):
+        problems.append(f"{COMPLEX_WHERE}.prefixesToRename is not supported by the segment build")
     return problems

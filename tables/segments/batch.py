@@ -11,6 +11,10 @@ them:
 - the rows are decoded and transformed (`tables.segments.frames`), each with its time key (the
   time column's epoch millis, Spark's parsing) and whether it has a problem; the job counts rows
   with problems as an observed metric (no pass of its own);
+- with a row filter (`ingestionConfig.filterConfig`), each row also carries whether the filter
+  drops it (`FILTERED`); dropped rows never reach a segment: their offsets, per index, are
+  `GroupOutput.filtered` (ascending), for the segment to declare them (the ledger excuses
+  exactly those offsets), and their problems are not counted;
 - `collect=True`: the rows come back to the driver as Arrow (`DataFrame.toArrow`, no shuffle) and
   are sorted there by index, time key (nulls last) and offset (pyarrow), one table per index
   (`GroupOutput.tables`); `collect=False` (one input, too large to hold in the driver): Spark sorts
@@ -45,9 +49,16 @@ from pyspark.sql import types as T
 from tables.domain.schema import FieldSpec, Schema
 from tables.segments import frames
 from tables.segments.errors import BuildError
-from tables.segments.transforms import TimeFormat, Transform, transform_sources
+from tables.segments.transforms import (
+    ComplexTypes,
+    RowFilter,
+    TimeFormat,
+    Transform,
+    transform_sources,
+)
 
 __all__ = [
+    "FILTERED",
     "FLAGGED",
     "INDEX_COLUMN",
     "SMALL_INPUT_BYTES",
@@ -62,6 +73,7 @@ log = logging.getLogger(__name__)
 INDEX_COLUMN = "__seg"
 TIME_KEY = "__time"  # the row's time key (bigint epoch millis; null: no time)
 FLAGGED = frames.FLAGGED_COLUMN
+FILTERED = frames.FILTERED_COLUMN
 _ROW_INDEX = "__row_seg"  # the index of a row of the merged small inputs
 _MERGED = -1  # the partition value of the merged small inputs
 #: Staging files up to this size are merged into one file for the scan.
@@ -91,6 +103,8 @@ class GroupPlan:
     transforms: list[Transform]
     time_spec: FieldSpec | None
     time_format: TimeFormat | None
+    row_filter: RowFilter | None = None
+    complex_types: ComplexTypes | None = None
 
 
 @dataclass
@@ -103,6 +117,7 @@ class GroupOutput:
     files: dict[int, Path] = field(default_factory=dict)
     incomplete: dict[int, frames.Incomplete] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    filtered: dict[int, list[int]] = field(default_factory=dict)  # offsets the filter dropped
 
 
 def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
@@ -161,25 +176,34 @@ def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
         return cached
     index = F.coalesce(F.col(_ROW_INDEX), F.col(INDEX_COLUMN)).alias(INDEX_COLUMN)
     sources = transform_sources(plan.transforms)
+    if plan.row_filter is not None:
+        sources = list(dict.fromkeys([*sources, *plan.row_filter.sources]))
     carry = [INDEX_COLUMN]
     stages = [
         [F.col("offset"), F.col("value"), index],
-        *frames.decode_stages(plan.schema, sources, carry),
+        *frames.decode_stages(plan.schema, sources, carry, plan.complex_types),
         *frames.transform_stages(plan.transforms, plan.schema, carry),
     ]
+    if plan.row_filter is not None:
+        stages.append(frames.filter_stage(plan.row_filter, plan.transforms, plan.schema, carry))
+        filtered = F.col(FILTERED)
+    else:
+        filtered = F.lit(False)
     output = [
         F.col(INDEX_COLUMN),
-        *[F.col(c) for c in plan.schema.column_names()],
+        *[frames.column_of(c) for c in plan.schema.column_names()],
         F.col(frames.OFFSET_COLUMN),
         _time_key(plan).alias(TIME_KEY),
         F.col(FLAGGED),
+        filtered.alias(FILTERED),
     ]
     keys = [
         F.col(INDEX_COLUMN).asc(),
         F.col(TIME_KEY).asc_nulls_last(),
         F.col(frames.OFFSET_COLUMN).asc(),
     ]
-    built = _Pipeline(stages, output, keys, F.count_if(F.col(FLAGGED)).alias("flagged"))
+    flagged = F.count_if(F.col(FLAGGED) & ~filtered).alias("flagged")
+    built = _Pipeline(stages, output, keys, flagged)
     if key:
         _pipelines[(app, key)] = built
     return built
@@ -228,6 +252,46 @@ def _split(table: pa.Table, indices: Sequence[int]) -> dict[int, pa.Table]:
     return {index: found.get(index, empty) for index in indices}
 
 
+def _drop_filtered(table: pa.Table) -> tuple[pa.Table, dict[int, list[int]]]:
+    """The rows the filter keeps, and the offsets it dropped per index (ascending)."""
+    dropped_mask = table.column(FILTERED)
+    if not pc.any(dropped_mask).as_py():
+        return table, {}
+    dropped = table.filter(dropped_mask).select([INDEX_COLUMN, frames.OFFSET_COLUMN])
+    offsets: dict[int, list[int]] = {}
+    for index, offset in zip(
+        dropped.column(INDEX_COLUMN).to_pylist(),
+        dropped.column(frames.OFFSET_COLUMN).to_pylist(),
+        strict=True,
+    ):
+        offsets.setdefault(int(index), []).append(int(offset))
+    kept = table.filter(pc.invert(dropped_mask))
+    return kept, {index: sorted(found) for index, found in offsets.items()}
+
+
+def _drop_filtered_file(part: Path, target: Path) -> tuple[Path, list[int]]:
+    """`part` without the rows the filter dropped (a new file beside it when some were), and
+    their offsets (ascending)."""
+    handle = pq.ParquetFile(part)
+    offsets: list[int] = []
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in handle.iter_batches(batch_size=64_000):
+            table = pa.Table.from_batches([batch])
+            mask = table.column(FILTERED)
+            offsets += table.filter(mask).column(frames.OFFSET_COLUMN).to_pylist()
+            if writer is None:
+                writer = pq.ParquetWriter(target, table.schema)
+            writer.write_table(table.filter(pc.invert(mask)))
+    finally:
+        if writer is not None:
+            writer.close()
+    if not offsets or writer is None:
+        target.unlink(missing_ok=True)
+        return part, sorted(offsets)
+    return target, sorted(offsets)
+
+
 def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
@@ -256,7 +320,7 @@ def run_group(
     indices = [index for index, _ in inputs]
     output = GroupOutput()
     if collect:
-        rows = decoded.select(*pipeline.output).toArrow()
+        rows, output.filtered = _drop_filtered(decoded.select(*pipeline.output).toArrow())
         output.tables = _split(_sort(rows), indices)
     else:
         spread = sum(_size(Path(source)) for _, source in inputs) > SHUFFLE_ABOVE_BYTES
@@ -266,6 +330,11 @@ def run_group(
         parts = sorted(target.glob("part-*.parquet"))
         if len(parts) > 1:
             raise BuildError(f"Spark wrote {len(parts)} files instead of one in {target}")
+        if parts and plan.row_filter is not None:
+            kept, dropped = _drop_filtered_file(parts[0], scratch / f"kept-{uuid.uuid4().hex}")
+            parts = [kept]
+            if dropped:
+                output.filtered = {indices[0]: dropped}
         if parts:  # none: no rows
             output.files = {indices[0]: parts[0]}
     output.seconds["spark"] = round(time.monotonic() - started, 3)
@@ -273,6 +342,8 @@ def run_group(
         mark = time.monotonic()
         columns = plan.schema.column_names()
         again = _decoded(spark, pipeline, input_dir)
+        if plan.row_filter is not None:  # a dropped row's problems are not the segment's
+            again = again.where(~F.col(FILTERED))
         found = frames.incomplete_by_group(again, INDEX_COLUMN, columns)
         output.incomplete = {int(k): v for k, v in found.items()}
         output.seconds["problems"] = round(time.monotonic() - mark, 3)

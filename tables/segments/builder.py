@@ -32,7 +32,11 @@ library run):
 
 Contract of a build:
 - Every input row becomes exactly one row of the segment (see `tables.segments.frames` for bad
-  values: nulled, counted in `incomplete_rows` / `incomplete_by_column`, sampled in `problems`).
+  values: nulled, counted in `incomplete_rows` / `incomplete_by_column`, sampled in `problems`),
+  except the rows `ingestionConfig.filterConfig` drops: counted in `filtered_rows` (Pinot's
+  realtimeRowsFiltered) and declared by the segment (`FILTERED_OFFSETS_FILE` of
+  `tables.domain.ledger`), so that the ledger excuses exactly those offsets.
+  `ingestionConfig.complexTypeConfig` is honoured while decoding (`tables.segments.complex_types`).
   Offsets must be unique and inside `[start_offset, end_offset)`, else `BuildError`.
 - Configuration problems (schema, table config, unsupported transform or time format) raise
   `BuildError` before any data is read.
@@ -77,7 +81,12 @@ from tables.segments.errors import BuildError, DataLoss
 from tables.segments.finish import INDEX_VERSION, BuildRequest, BuildResult, finish
 from tables.segments.segment_format import read_segment
 from tables.segments.staging import local_path, spark_readable, write_staging
-from tables.segments.transforms import parse_time_format, parse_transforms
+from tables.segments.transforms import (
+    parse_complex_type_config,
+    parse_filter_config,
+    parse_time_format,
+    parse_transforms,
+)
 from tables.streams.base import StreamError, provider_for, range_source_for
 
 __all__ = [
@@ -158,14 +167,18 @@ def _plan(spark: SparkSession, request: BuildRequest) -> GroupPlan:
         raise BuildError(f"cannot build {name}: schema {schema.name!r} has no columns")
     ingestion = config.rest.get("ingestionConfig") or {}
     transforms = parse_transforms(ingestion.get("transformConfigs"), schema)
+    row_filter = parse_filter_config(ingestion.get("filterConfig"))
+    complex_types = parse_complex_type_config(ingestion.get("complexTypeConfig"))
     time_spec = schema.field(config.time_column_name) if config.time_column_name else None
     time_format = parse_time_format(time_spec) if time_spec else None
     patterns = [p for t in transforms for p in t.patterns]
+    if row_filter is not None:
+        patterns += row_filter.patterns
     if time_format and time_format.pattern:
         patterns.append(time_format.pattern)
     for pattern in dict.fromkeys(patterns):
         _check_pattern(spark, pattern)
-    return GroupPlan(schema, transforms, time_spec, time_format)
+    return GroupPlan(schema, transforms, time_spec, time_format, row_filter, complex_types)
 
 
 def _group_key(plan: GroupPlan) -> str:
@@ -175,6 +188,8 @@ def _group_key(plan: GroupPlan) -> str:
             plan.schema.raw,
             [t.__dict__ for t in plan.transforms],
             plan.time_spec.name if plan.time_spec else None,
+            plan.row_filter.expression if plan.row_filter else None,
+            plan.complex_types.__dict__ if plan.complex_types else None,
         ],
         sort_keys=True,
         default=str,

@@ -10,7 +10,10 @@ batches) and:
   while the file is written, or from the written file one column at a time) and refuses repeated
   offsets or offsets outside the request's range (`BuildError`);
 - writes `metadata.properties` and `creation.meta` and packs `<work_dir>/<segment>.tar.gz`
-  (`tables.segments.segment_format`).
+  (`tables.segments.segment_format`); when `ingestionConfig.filterConfig` dropped rows, the
+  segment also holds `FILTERED_OFFSETS_FILE` (their offsets as "s-e,s-e" ranges, the ledger's
+  format) and `BuildResult.filtered_rows` counts them; their offsets must be distinct, inside
+  the request's range, and no more than the offsets its rows leave (`BuildError`).
 Pure pyarrow and the standard library: it runs in the driver.
 """
 
@@ -30,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tables.domain.ledger import FILTERED_OFFSETS_FILE, format_offset_ranges
 from tables.segments import arrow_stats, frames
 from tables.segments.batch import TIME_KEY, GroupOutput, GroupPlan
 from tables.segments.data_file import ROW_GROUP_ROWS, DataFileWriter, arrow_schema
@@ -85,6 +89,7 @@ class BuildResult:
     # file and statistics, side by side), pack (CRC, metadata, tar); batch_size: the segments
     # built together.
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    filtered_rows: int = 0  # dropped by ingestionConfig.filterConfig (Pinot: realtimeRowsFiltered)
 
 
 def _raw_table(name: str) -> str:
@@ -164,6 +169,27 @@ def _write_data(
     return low, high
 
 
+def _declare_filtered(
+    request: BuildRequest, offsets: list[int], total_docs: int, segment_dir: Path
+) -> None:
+    """Write the offsets the filter dropped (ascending) as ranges; BuildError when they are not
+    distinct offsets of the request's range."""
+    name = request.segment_name
+    if len(set(offsets)) != len(offsets) or not (
+        request.start_offset <= offsets[0] and offsets[-1] < request.end_offset
+    ):
+        raise BuildError(f"{name}: the offsets the filter dropped repeat or leave the range")
+    if len(offsets) + total_docs > request.end_offset - request.start_offset:
+        raise BuildError(f"{name}: more rows and dropped rows than offsets")
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] == offset:
+            runs[-1] = (runs[-1][0], offset + 1)
+        else:
+            runs.append((offset, offset + 1))
+    (segment_dir / FILTERED_OFFSETS_FILE).write_text(format_offset_ranges(runs), encoding="ascii")
+
+
 def finish(
     request: BuildRequest,
     plan: GroupPlan,
@@ -207,6 +233,9 @@ def finish(
     start_ms, end_ms = (
         request.creation_time_ms if value is None else int(value) for value in time_range
     )
+    filtered = output.filtered.get(index, [])
+    if filtered:
+        _declare_filtered(request, filtered, stats.total_docs, segment_dir)
     incomplete = output.incomplete.get(index, frames.Incomplete(0, {}, []))
     crc = _crc32(data_path)
     metadata = _metadata(request, plan, stats, start_ms, end_ms)
@@ -240,4 +269,5 @@ def finish(
         min_offset=stats.min_offset,
         max_offset=stats.max_offset,
         phase_seconds=phases,
+        filtered_rows=len(filtered),
     )

@@ -24,12 +24,18 @@ fit its column becomes null and the row records a problem `(column, raw text)` i
 message that is not a JSON object records the problem under the column name `MESSAGE_COLUMN` and
 has every column null. A multi-value field with any element that does not fit is null as a whole.
 
-Transforms (`apply_transforms`) follow Pinot: a transform fills its column only when the message
-has no value for it; its inputs are the raw message fields, not other transforms' outputs. The
-expression runs as Spark columns (`tables.segments.transform_functions`); its result is converted
-to the column's type as a decoded value is. A row the transform rejects (every input present, the
-result null where the function does not legitimately return null) keeps a null and records a
-problem `(column, raw text of the first input)`.
+Complex types (`ingestionConfig.complexTypeConfig`, `decode_stages(..., complex_types=...)`), as
+Pinot's ComplexTypeTransformer before any transform (`tables.segments.complex_types`): a column
+`a<delimiter>b` reads field `b` of the object `a` (any depth; a top-level field `a<delimiter>b`
+only when that is absent); collectionNotUnnestedToJson `NON_PRIMITIVE` (Pinot's default) gives a
+multi-value column an array of objects or arrays as one JSON text, `ALL` gives it every array as
+one JSON text, `NONE` gives a single-value column the only element of a one-element array. (A
+single-value column always gets a collection as its JSON text.)
+
+Filter (`filter_stage`, `ingestionConfig.filterConfig`, applied after the transforms as in Pinot):
+`FILTERED_COLUMN` (`__filtered`) is true for a row the filter function drops. Its columns read the
+message's raw fields, a transform's destination its transformed value when the message had none.
+The caller drops those rows and counts them (Pinot's realtimeRowsFiltered).
 `decode_stages` and `transform_stages` give the same work as lists of column expressions (one per
 `select`), which name columns only: a builder makes them once per schema and applies them to any
 DataFrame with `run_stages` (building expressions costs a py4j round trip per node).
@@ -51,10 +57,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tables.domain.schema import FieldSpec, Schema
+from tables.segments import complex_types as ct
 from tables.segments import transform_functions as tf
-from tables.segments.transforms import TimeFormat, Transform, parse_time_format
+from tables.segments.transforms import (
+    ComplexTypes,
+    RowFilter,
+    TimeFormat,
+    Transform,
+    parse_time_format,
+)
 
 __all__ = [
+    "FILTERED_COLUMN",
     "FLAGGED_COLUMN",
     "MESSAGE_COLUMN",
     "OFFSET_COLUMN",
@@ -64,10 +78,12 @@ __all__ = [
     "Incomplete",
     "Summary",
     "apply_transforms",
+    "column_of",
     "column_stats",
     "count_incomplete",
     "decode",
     "decode_stages",
+    "filter_stage",
     "incomplete_by_group",
     "run_stages",
     "segment_columns",
@@ -83,6 +99,7 @@ OFFSET_COLUMN = "__offset"
 RAW_COLUMN = "__raw"
 PROBLEMS_COLUMN = "__problems"
 FLAGGED_COLUMN = "__flagged"
+FILTERED_COLUMN = "__filtered"
 MESSAGE_COLUMN = "(message)"
 MAX_SAMPLES = 10
 _SAMPLE_CHARS = 200
@@ -98,6 +115,13 @@ _SCALAR_TYPES: dict[str, T.DataType] = {
     "BYTES": T.BinaryType(),
     "BIG_DECIMAL": T.DecimalType(38, 18),
 }
+
+
+def column_of(name: str) -> Column:
+    """The column `name` of a DataFrame, taken literally: a schema column may have a dot in its
+    name (`user.name`, as complexTypeConfig flattening makes them), which `F.col` would read as a
+    field of a struct."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def spark_type(spec: FieldSpec) -> T.DataType:
@@ -188,15 +212,22 @@ def _unused_name(base: str, taken: Iterable[str]) -> str:
 
 
 def decode_stages(
-    schema: Schema, extra_fields: Iterable[str] = (), carry: Sequence[str] = ()
+    schema: Schema,
+    extra_fields: Iterable[str] = (),
+    carry: Sequence[str] = (),
+    complex_types: ComplexTypes | None = None,
 ) -> list[Stage]:
     """The selects of `decode`, as column expressions: they name columns only, so one list serves
     any DataFrame of `(offset, value, *carry)` rows (build it once, apply it with `run_stages`)."""
     names = list(dict.fromkeys([*schema.column_names(), *extra_fields]))
     if not names:
         raise ValueError(f"schema {schema.name!r} has no columns to decode")
-    corrupt = _unused_name("_corrupt_record", names)
-    fields = [T.StructField(name, T.StringType(), True) for name in names]
+    read = names
+    if complex_types is not None:
+        heads = [n.split(complex_types.delimiter)[0] for n in names]
+        read = list(dict.fromkeys([*names, *(h for h in heads if h)]))
+    corrupt = _unused_name("_corrupt_record", read)
+    fields = [T.StructField(name, T.StringType(), True) for name in read]
     json_schema = T.StructType([*fields, T.StructField(corrupt, T.StringType(), True)])
     text = F.col("value").cast("string")
     options = {**_JSON_OPTIONS, "columnNameOfCorruptRecord": corrupt}
@@ -210,7 +241,18 @@ def decode_stages(
     # Not an object: not JSON at all, or a JSON scalar or array (from_json: the corrupt-record
     # field holds the text), or no text (from_json: null).
     is_object = F.col("_parsed").isNotNull() & F.col("_parsed").getField(corrupt).isNull()
-    raw = F.struct(*[F.col("_parsed").getField(name).alias(name) for name in names])
+    parsed = F.col("_parsed")
+    if complex_types is None:
+        raw = F.struct(*[parsed.getField(name).alias(name) for name in names])
+    else:
+        specs = {spec.name: spec for spec in schema.fields}
+        values = []
+        for name in names:
+            value = ct.nested_field(parsed, name, complex_types.delimiter)
+            if name in specs:
+                value = ct.collection_text(value, specs[name], complex_types.to_json)
+            values.append(value.alias(name))
+        raw = F.struct(*values)
     stage = [
         F.col(OFFSET_COLUMN),
         *kept,
@@ -245,13 +287,17 @@ def run_stages(df: DataFrame, stages: Sequence[Stage]) -> DataFrame:
 
 
 def decode(
-    df: DataFrame, schema: Schema, extra_fields: Iterable[str] = (), carry: Sequence[str] = ()
+    df: DataFrame,
+    schema: Schema,
+    extra_fields: Iterable[str] = (),
+    carry: Sequence[str] = (),
+    complex_types: ComplexTypes | None = None,
 ) -> DataFrame:
     """`(offset, value)` rows -> `__offset`, the `carry` columns unchanged, the typed schema
     columns, `__raw` (the raw text of every field read, for transforms), `__problems` and
     `__flagged` (whether the row has a problem: cheaper than `__problems` when only counted). One
     output row per input row; each message is parsed once."""
-    return run_stages(df, decode_stages(schema, extra_fields, carry))
+    return run_stages(df, decode_stages(schema, extra_fields, carry, complex_types))
 
 
 def _typed_scalar(value: tf.Value, data_type: str) -> Column:
@@ -314,9 +360,9 @@ def transform_stages(
         condition = missing & rejected
         failed = _problem(spec.name, source, condition)
         columns = [
-            F.when(missing, value).otherwise(F.col(name)).alias(name)
+            F.when(missing, value).otherwise(column_of(name)).alias(name)
             if name == spec.name
-            else F.col(name)
+            else column_of(name)
             for name in schema.column_names()
         ]
         stages.append(
@@ -339,15 +385,55 @@ def apply_transforms(
     return run_stages(df, transform_stages(transforms, schema, carry))
 
 
+def _as_text(spec: FieldSpec) -> Column:
+    """A typed column as the raw text a transform or filter reads."""
+    column = column_of(spec.name)
+    if not spec.single_value:
+        return F.to_json(column)
+    if spec.data_type == "TIMESTAMP":
+        return F.unix_millis(column).cast("string")
+    if spec.data_type == "BYTES":
+        return F.hex(column)
+    return column.cast("string")
+
+
+def filter_stage(
+    row_filter: RowFilter,
+    transforms: Sequence[Transform],
+    schema: Schema,
+    carry: Sequence[str] = (),
+) -> Stage:
+    """The select that adds `FILTERED_COLUMN` to `transform_stages`' output (module docstring)."""
+    destinations = {t.column for t in transforms}
+
+    def field(name: str) -> Column:
+        raw = F.col(RAW_COLUMN).getField(name)
+        spec = schema.field(name)
+        if name in destinations and spec is not None:
+            return F.coalesce(raw, _as_text(spec))
+        return raw
+
+    dropped = tf.compile_filter(row_filter.expr, field)
+    return [
+        F.col(OFFSET_COLUMN),
+        *[F.col(c) for c in carry],
+        *[column_of(name) for name in schema.column_names()],
+        F.col(RAW_COLUMN),
+        F.col(PROBLEMS_COLUMN),
+        F.col(FLAGGED_COLUMN),
+        dropped.alias(FILTERED_COLUMN),
+    ]
+
+
 def segment_columns(df: DataFrame, schema: Schema) -> DataFrame:
     """Only what a segment stores: the schema's columns in order, then `__offset`."""
-    return df.select(*[F.col(name) for name in schema.column_names()], F.col(OFFSET_COLUMN))
+    return df.select(*[column_of(name) for name in schema.column_names()], F.col(OFFSET_COLUMN))
 
 
 def time_millis(spec: FieldSpec, fmt: TimeFormat | None = None) -> Column:
     """Epoch millis of the time column `spec` (null when it has no value or does not parse)."""
     fmt = fmt or parse_time_format(spec)
-    column = F.col(spec.name)
+    column = column_of(spec.name)
     if spec.data_type == "TIMESTAMP" or fmt.kind == "TIMESTAMP":
         if spec.data_type == "TIMESTAMP":
             return F.unix_millis(column)
@@ -485,7 +571,7 @@ def column_stats(df: DataFrame, schema: Schema) -> dict[str, ColumnStats]:
     single = [s for s in schema.fields if s.single_value]
     aggs: list[Column] = [F.count(F.lit(1)).alias("_n")]
     for i, spec in enumerate(single):
-        col = _stat_value(F.col(spec.name), spec)
+        col = _stat_value(column_of(spec.name), spec)
         aggs += [
             F.count_distinct(col).alias(f"c{i}"),
             F.min(col).alias(f"lo{i}"),
@@ -503,7 +589,7 @@ def column_stats(df: DataFrame, schema: Schema) -> dict[str, ColumnStats]:
     for spec in schema.fields:
         if spec.single_value:
             continue
-        col = F.col(spec.name)
+        col = column_of(spec.name)
         exploded = df.select(F.explode_outer(col).alias("e"), col.isNull().alias("n"))
         elements = exploded.select(_stat_value(F.col("e"), spec).alias("e"), "n")
         mv = elements.agg(

@@ -1,10 +1,11 @@
 """Pinot's ingestion transform functions as Spark column expressions (never per-row Python).
 
 Contract: `compile_expression(expr, field)` turns an AST of `tables.domain.transform_expr` (already
-checked against its registry) into a `Value`: a Spark column, its kind, and whether a null result
-for present inputs is legitimate (`may_be_null`: jsonPath of a missing path, for example) rather
-than a row the transform rejects. `field(name)` gives the raw text of an input field (as
-`frames.decode` keeps it: strings unquoted, numbers as written, objects and arrays as JSON text).
+checked against its registry) into a `Value` (`tables.segments.spark_values`): a Spark column,
+its kind, and whether a null result for present inputs is legitimate (`may_be_null`: jsonPath of
+a missing path, for example) rather than a row the transform rejects. `field(name)` gives the
+raw text of an input field (as `frames.decode` keeps it: strings unquoted, numbers as written,
+objects and arrays as JSON text).
 
 Pinot's semantics (its scalar functions, `ArithmeticFunctions`, `StringFunctions`,
 `DateTimeFunctions`, `DateTimeConvert`, `JsonFunctions`):
@@ -28,13 +29,21 @@ Pinot's semantics (its scalar functions, `ArithmeticFunctions`, `StringFunctions
 - JSON: `jsonFormat` prints its argument as JSON (a text that is not a JSON object, array, number
   or boolean is printed as a JSON string); the paths of `jsonPath*` and `jsonExtractScalar` take
   `$`, `.name`, `['name']`, `[n]` and `[*]` (Spark's `get_json_object`).
+- Comparisons (`ComparisonFunctions` and Pinot's polymorphic comparison functions): two values
+  that both read as numbers compare as doubles (`equals` / `notEquals` with Pinot's tolerance of
+  1e-7); otherwise, unless one of them is a number, as text. `between(v, low, high)` is
+  inclusive, on doubles. `isNull` / `isNotNull` accept nulls. `and`, `or`, `not` are Pinot's
+  evaluator nodes: three-valued (a null operand gives null unless the result is decided).
+  A value is a boolean as `PinotDataType` reads one: numbers are true when not 0, text when it is
+  "true" (any case) or "1".
+- `compile_filter(expr, field)`: whether a row is dropped by `filterConfig` (never null): only a
+  true result drops it, as Pinot's FilterTransformer (null, false or any other value keep it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -43,6 +52,23 @@ from pyspark.sql import types as T
 from tables.domain.transform_expr import Call, Expr, Literal
 from tables.domain.transform_expr import Column as ColumnRef
 from tables.segments.errors import BuildError
+from tables.segments.spark_values import (
+    ARRAY,
+    BOOLEAN,
+    DOUBLE,
+    LONG,
+    RAW,
+    STRING,
+    Field,
+    Value,
+    as_array,
+    as_boolean,
+    as_double,
+    as_long,
+    as_string,
+    json_text,
+    literal_value,
+)
 from tables.segments.transforms import (
     granularity_millis,
     parse_format_string,
@@ -50,9 +76,16 @@ from tables.segments.transforms import (
     spark_format_pattern,
 )
 
-__all__ = ["RAW", "Value", "compile_expression"]
+__all__ = [
+    "ARRAY",
+    "RAW",
+    "STRING",
+    "Value",
+    "as_array",
+    "compile_expression",
+    "compile_filter",
+]
 
-RAW, STRING, LONG, DOUBLE, BOOLEAN, ARRAY = "raw", "string", "long", "double", "boolean", "array"
 _MAX_TIMESTAMP_MS = 253_402_300_799_999
 _UNIT_MS = {
     "MILLISECONDS": 1,
@@ -72,90 +105,6 @@ _TRUNC_UNITS = {
     "quarter": "QUARTER",
     "year": "YEAR",
 }
-
-
-@dataclass(frozen=True)
-class Value:
-    column: Column
-    kind: str
-    may_be_null: bool = False
-    constant: bool = False  # a literal that is not null
-
-
-Field = Callable[[str], Column]
-
-
-# --- conversions (PinotDataType) ----------------------------------------------------------------
-
-
-def _first_of_array(text: Column) -> Column:
-    parsed = F.from_json(text, T.ArrayType(T.StringType()))
-    return F.when(
-        text.startswith("[") & parsed.isNotNull(), F.try_element_at(parsed, F.lit(1))
-    ).otherwise(text)
-
-
-def as_string(value: Value) -> Column:
-    if value.kind == RAW:
-        return _first_of_array(value.column)
-    if value.kind == ARRAY:
-        return F.try_element_at(value.column, F.lit(1))
-    if value.kind == STRING:
-        return value.column
-    return value.column.cast("string")
-
-
-def as_double(value: Value) -> Column:
-    if value.kind in (DOUBLE, LONG):
-        return value.column.cast("double")
-    if value.kind == BOOLEAN:
-        return F.when(value.column, F.lit(1.0)).when(~value.column, F.lit(0.0))
-    return as_string(value).try_cast("double")
-
-
-def as_long(value: Value) -> Column:
-    if value.kind == LONG:
-        return value.column
-    if value.kind == DOUBLE:
-        return value.column.try_cast("bigint")
-    if value.kind == BOOLEAN:
-        return F.when(value.column, F.lit(1)).when(~value.column, F.lit(0)).cast("bigint")
-    text = as_string(value)
-    return F.coalesce(text.try_cast("bigint"), text.try_cast("double").try_cast("bigint"))
-
-
-def as_array(value: Value) -> Column:
-    """Multi-value text: a JSON array's elements, or the one value."""
-    if value.kind == ARRAY:
-        return value.column
-    if value.kind == RAW:
-        parsed = F.from_json(value.column, T.ArrayType(T.StringType()))
-        return F.when(value.column.startswith("[") & parsed.isNotNull(), parsed).otherwise(
-            F.when(value.column.isNotNull(), F.array(value.column))
-        )
-    return F.when(value.column.isNotNull(), F.array(as_string(value)))
-
-
-def _json_text(value: Value) -> Column:
-    """What JsonFunctions parse: the raw JSON text of a field, or a value as text."""
-    if value.kind == RAW:
-        return value.column
-    if value.kind == ARRAY:
-        return F.to_json(value.column)
-    return value.column.cast("string")
-
-
-def _literal(node: Literal) -> Value:
-    v = node.value
-    if v is None:
-        return Value(F.lit(None).cast("string"), STRING, True)
-    if isinstance(v, bool):
-        return Value(F.lit(v), BOOLEAN, constant=True)
-    if isinstance(v, int):
-        return Value(F.lit(v).cast("bigint"), LONG, constant=True)
-    if isinstance(v, float):
-        return Value(F.lit(v).cast("double"), DOUBLE, constant=True)
-    return Value(F.lit(v), STRING, constant=True)
 
 
 def _text(node: Expr) -> str:
@@ -388,7 +337,7 @@ def _json_format(value: Value) -> Column:
 
 
 def _json_path(value: Value, path: str) -> Column:
-    return F.get_json_object(_json_text(value), path)
+    return F.get_json_object(json_text(value), path)
 
 
 def _json_path_array(value: Value, path: str) -> Column:
@@ -421,9 +370,8 @@ def _json_extract_scalar(args: list[Value], nodes: tuple[Expr, ...]) -> Value:
     if kind not in _SCALAR_DEFAULTS:
         raise BuildError(f"jsonExtractScalar: result type {kind!r} is not supported")
     fallback, cast = _SCALAR_DEFAULTS[kind]
-    default = (
-        _literal(nodes[3]).column.try_cast(cast) if len(nodes) > 3 else F.lit(fallback).cast(cast)
-    )
+    given = literal_value(nodes[3]).column if len(nodes) > 3 else None
+    default = given.try_cast(cast) if given is not None else F.lit(fallback).cast(cast)
     found = _json_path(args[0], path)
     if kind == "STRING":
         return Value(F.coalesce(found, default), STRING, True)
@@ -439,7 +387,7 @@ def _json_extract_scalar(args: list[Value], nodes: tuple[Expr, ...]) -> Value:
 
 
 def _to_json_map_str(value: Value) -> Column:
-    text = _json_text(value)
+    text = json_text(value)
     is_object = (
         text.startswith("{")
         & F.from_json(text, T.MapType(T.StringType(), T.StringType())).isNotNull()
@@ -447,14 +395,80 @@ def _to_json_map_str(value: Value) -> Column:
     return F.when(text.isNull(), F.lit("null")).when(is_object, text)
 
 
+# --- comparisons and logic ----------------------------------------------------------------------
+
+_TOLERANCE = 1e-7  # ComparisonFunctions.DOUBLE_COMPARISON_TOLERANCE
+_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
+    "greaterthan": lambda a, b: a > b,
+    "greaterthanorequal": lambda a, b: a >= b,
+    "lessthan": lambda a, b: a < b,
+    "lessthanorequal": lambda a, b: a <= b,
+    "equals": lambda a, b: a == b,
+    "notequals": lambda a, b: a != b,
+}
+_NUMBER_KINDS = (LONG, DOUBLE, BOOLEAN)
+
+
+def _compare(key: str, a: Value, b: Value) -> Column:
+    da, db = as_double(a), as_double(b)
+    if key == "equals":
+        numeric = F.abs(da - db) < F.lit(_TOLERANCE)
+    elif key == "notequals":
+        numeric = F.abs(da - db) >= F.lit(_TOLERANCE)
+    else:
+        numeric = _COMPARE[key](da, db)
+    if a.kind in _NUMBER_KINDS or b.kind in _NUMBER_KINDS:
+        return numeric
+    textual = _COMPARE[key](as_string(a), as_string(b))
+    return F.when(da.isNotNull() & db.isNotNull(), numeric).otherwise(textual)
+
+
+def _logic_call(key: str, args: list[Value]) -> Value | None:
+    """The calls that are not strict in their nulls: and, or, isNull, isNotNull."""
+    if key in ("and", "or"):
+        operands = [as_boolean(a) for a in args]
+        column = operands[0]
+        for other in operands[1:]:
+            column = (column & other) if key == "and" else (column | other)
+        return Value(column, BOOLEAN, any(a.may_be_null for a in args))
+    if key == "isnull":
+        return Value(args[0].column.isNull(), BOOLEAN)
+    if key == "isnotnull":
+        return Value(args[0].column.isNotNull(), BOOLEAN)
+    return None
+
+
+def _comparison_call(key: str, args: list[Value]) -> Value | None:
+    if key in _COMPARE:
+        return Value(_compare(key, args[0], args[1]), BOOLEAN)
+    if key == "between":
+        value = as_double(args[0])
+        return Value((value >= as_double(args[1])) & (value <= as_double(args[2])), BOOLEAN)
+    if key == "not":
+        return Value(~as_boolean(args[0]), BOOLEAN)
+    return None
+
+
 # --- the compiler -------------------------------------------------------------------------------
+
+
+def compile_filter(expr: Expr, field: Field) -> Column:
+    """Whether `filterConfig`'s function drops the row (see the module docstring)."""
+    value = compile_expression(expr, field)
+    if value.kind == BOOLEAN:
+        dropped = value.column
+    elif value.kind == RAW:  # a bare field: a JSON true
+        dropped = F.lower(F.trim(value.column)) == F.lit("true")
+    else:
+        dropped = F.lit(False)
+    return F.coalesce(dropped, F.lit(False))
 
 
 def compile_expression(expr: Expr, field: Field) -> Value:
     """`expr` as a Spark column (see the module docstring); BuildError for a literal the build
     cannot use (an unknown time unit, for example)."""
     if isinstance(expr, Literal):
-        return _literal(expr)
+        return literal_value(expr)
     if isinstance(expr, ColumnRef):
         return Value(field(expr.name), RAW)
     return _call(expr, field)
@@ -475,6 +489,9 @@ def _strict(value: Value, args: list[Value]) -> Value:
 def _call(call: Call, field: Field) -> Value:
     key, nodes = call.key, call.args
     args = [compile_expression(node, field) for node in nodes]
+    logic = _logic_call(key, args)
+    if logic is not None:
+        return logic
     nullable = {"tojsonmapstr", "jsonpathstring", "jsonpathlong", "jsonpathdouble"}
     if key not in nullable or (len(nodes) < 3 and key != "tojsonmapstr"):
         return _strict(_strict_call(key, args, nodes), args)
@@ -495,6 +512,9 @@ def _strict_call(key: str, args: list[Value], nodes: tuple[Expr, ...]) -> Value:
         return Value(_MATH2[key](as_double(args[0]), as_double(args[1])), DOUBLE)
     if key in _MATH1:
         return Value(_MATH1[key](as_double(args[0])), DOUBLE)
+    comparison = _comparison_call(key, args)
+    if comparison is not None:
+        return comparison
     if key == "round":
         n = as_long(args[1])
         return Value(_long_div(as_long(args[0]), n) * n, LONG)

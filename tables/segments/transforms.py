@@ -10,6 +10,12 @@ Contract:
   through `tables.segments.transform_functions`. The destination must be a schema column.
 - `Transform.sources` are the input fields it reads, `Transform.patterns` the Spark date-time
   patterns it parses text with (checked against Spark before a build, see `builder._plan`).
+- `parse_filter_config(config)` reads `ingestionConfig.filterConfig` into a `RowFilter` (None
+  without a `filterFunction`), by the same parser (`transform_expr.parse_filter`); BuildError
+  ("unsupported filter function ...") when the build cannot run it.
+- `parse_complex_type_config(config)` reads `ingestionConfig.complexTypeConfig` into a
+  `ComplexTypes` (None when absent); BuildError for what the build cannot honour
+  (`transform_expr.complex_type_problems`: `fieldsToUnnest` among them).
 - `spark_datetime_pattern(pattern)` turns a Java/Joda pattern into a Spark one for parsing. The
   only letters that mean something else in Spark are rewritten: Joda's `Z` accepts a literal "Z"
   as well as "+0000" when parsing, so `Z` becomes `XX` (and `ZZ` -> `XXX`, `ZZZ` -> `VV`); Joda's
@@ -37,6 +43,8 @@ from tables.domain.transform_expr import (
     Literal,
     TransformExprError,
     columns_of,
+    complex_type_problems,
+    parse_filter,
     parse_transform,
     walk,
 )
@@ -46,9 +54,13 @@ __all__ = [
     "FROM_DATE_TIME",
     "IDENTITY",
     "LITERAL",
+    "ComplexTypes",
+    "RowFilter",
     "TimeFormat",
     "Transform",
     "granularity_millis",
+    "parse_complex_type_config",
+    "parse_filter_config",
     "parse_format_string",
     "parse_time_format",
     "parse_transforms",
@@ -159,6 +171,55 @@ def parse_transforms(
             )
         transforms.append(_parse_one(column, expression.strip(), schema))
     return transforms
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """`ingestionConfig.filterConfig`: rows for which `expr` is true are dropped."""
+
+    expression: str
+    expr: Expr
+    sources: tuple[str, ...]
+    patterns: tuple[str, ...] = ()
+
+
+def parse_filter_config(config: object) -> RowFilter | None:
+    """The table's row filter, or None; BuildError when the build cannot run it."""
+    if config is None:
+        return None
+    text = config.get("filterFunction") if isinstance(config, Mapping) else config
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise BuildError("unsupported filter function: filterConfig.filterFunction is not a text")
+    try:
+        expr = parse_filter(text)
+        patterns = _parse_patterns(expr)
+    except (TransformExprError, BuildError) as exc:
+        raise BuildError(f"unsupported filter function {text.strip()!r}: {exc}") from None
+    return RowFilter(text.strip(), expr, tuple(columns_of(expr)), patterns)
+
+
+@dataclass(frozen=True)
+class ComplexTypes:
+    """`ingestionConfig.complexTypeConfig`, as the build honours it: nested objects are read
+    through `parent<delimiter>child` column names; `to_json` is collectionNotUnnestedToJson."""
+
+    delimiter: str = "."
+    to_json: str = "NON_PRIMITIVE"
+
+
+def parse_complex_type_config(config: object) -> ComplexTypes | None:
+    """The table's complex-type handling, or None; BuildError for what the build cannot do."""
+    if config is None:
+        return None
+    problems = complex_type_problems(config)
+    if problems:
+        raise BuildError(f"unsupported complexTypeConfig: {'; '.join(problems)}")
+    assert isinstance(config, Mapping)  # complex_type_problems refuses anything else
+    return ComplexTypes(
+        config.get("delimiter") or ".", config.get("collectionNotUnnestedToJson") or "NON_PRIMITIVE"
+    )
 
 
 def transform_sources(transforms: Iterable[Transform]) -> list[str]:

@@ -69,3 +69,55 @@ def test_the_same_check_runs_on_update(api, servers, topic, zk):
         assert snapshot(zk) == before
     stored = api.get("/tables/githubEvents").json()["REALTIME"]["ingestionConfig"]
     assert stored["transformConfigs"][0]["transformFunction"] == nested
+
+
+@pytest.mark.parametrize(
+    ("ingestion", "reasons"),
+    [
+        (
+            {"filterConfig": {"filterFunction": "Groovy({id > 1}, id)"}},
+            ["filterConfig", "Groovy", "controller.disable.ingestion.groovy"],
+        ),
+        (
+            {"filterConfig": {"filterFunction": "strcmp(type, 'x')"}},
+            ["filterConfig", "strcmp", "not supported"],
+        ),
+        (
+            {"complexTypeConfig": {"fieldsToUnnest": ["payload.commits"]}},
+            ["complexTypeConfig.fieldsToUnnest", "not supported yet"],
+        ),
+    ],
+)
+def test_a_filter_or_complex_type_config_the_build_cannot_run_is_refused(
+    api, servers, topic, zk, ingestion, reasons
+):
+    assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
+    before = snapshot(zk)
+    table = github_table(topic)
+    table["ingestionConfig"].update(ingestion)
+    resp = api.post("/tables", table, format="json")
+    assert resp.status_code == 400, resp.content
+    for reason in reasons:
+        assert reason in resp.json()["error"]
+    assert snapshot(zk) == before
+
+
+def test_a_runnable_filter_and_flattening_are_stored_as_written(api, servers, topic, zk):
+    assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
+    table = github_table(topic)
+    ingestion = {
+        "filterConfig": {"filterFunction": "and(equals(type, 'PushEvent'), not(isNull(id)))"},
+        "complexTypeConfig": {"delimiter": ".", "collectionNotUnnestedToJson": "NON_PRIMITIVE"},
+    }
+    table["ingestionConfig"].update(ingestion)
+    resp = api.post("/tables", table, format="json")
+    assert resp.status_code == 200, resp.content
+    stored = api.get("/tables/githubEvents").json()["REALTIME"]["ingestionConfig"]
+    assert {k: stored[k] for k in ingestion} == ingestion
+    bad = copy.deepcopy(table)
+    bad["ingestionConfig"]["filterConfig"] = {"filterFunction": "lower(type)"}
+    before = snapshot(zk)
+    resp = api.put("/tables/githubEvents", bad, format="json")
+    assert resp.status_code == 400, resp.content
+    assert "filterConfig" in resp.json()["error"] and "lower" in resp.json()["error"]
+    assert snapshot(zk) == before

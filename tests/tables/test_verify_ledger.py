@@ -18,11 +18,13 @@ from django.core.management import CommandError, call_command
 from tables import builds
 from tables.cluster import context
 from tables.controller.resources import ResourceManager
+from tables.domain.ledger import FILTERED_OFFSETS_FILE
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import switch_stream_type
 from tables.redisconn import get_redis
 from tables.segments.builder import BuildRequest, build_from_stream
+from tables.segments.segment_format import pack_segment, read_segment_files
 from tables.streams.producer import SourceRow, keyed_value
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.records import create_record, update_record
@@ -158,6 +160,38 @@ def test_a_correct_ledger_passes_with_its_rows(ledger):
 
     out, error = verify()
     assert error is None and "ok: 4 partitions, 2 DONE segments, 4 open, 0 rows checked" in out
+
+
+def test_rows_the_tables_filter_dropped_are_excused_and_only_those(ledger):
+    config = ledger.manager.get_table_config(TABLE).rest
+    config["ingestionConfig"]["filterConfig"] = {"filterFunction": "equals(type, 'PushEvent')"}
+    ledger.manager.update_table(TABLE, config)
+    ledger.commit(0, 1, 11, built=(1, 11))
+    second = ledger.commit(1, 11, 22, built=(11, 22))  # rows 9..19: 4 PushEvents
+
+    out, error = verify("--rows")
+    assert error is None, out
+    assert (
+        f"note: partition 0: segment {second} [11, 22): 4 rows dropped by the table's filter "
+        "(ingestionConfig.filterConfig): excused"
+    ) in out.splitlines()
+    assert "12 rows checked" in out.splitlines()[0]  # 21 offsets, 5 + 4 PushEvents dropped
+
+    # Without its declaration, the segment's dropped rows are missing rows.
+    store = builds.deep_store()
+    key = store.segment_key(TABLE, second)
+    packed = store.download(key, ledger.work / "declared.tar.gz")
+    unpacked = ledger.work / "undeclared" / second
+    unpacked.mkdir(parents=True)
+    for name, data in read_segment_files(packed).items():
+        if name != FILTERED_OFFSETS_FILE:
+            (unpacked / name).write_bytes(data)
+    pack_segment(unpacked, ledger.work / "undeclared.tar.gz")
+    store.publish(ledger.work / "undeclared.tar.gz", key)
+    out, error = verify("--rows")
+    assert error is not None
+    assert "PROBLEM partition 0: missing rows: offsets [15, 16) (1 offset)" in out
+    assert "PROBLEM partition 0: missing rows: offsets [17, 20) (3 offsets)" in out
 
 
 def test_a_gap_fails_and_names_the_offsets_unless_the_loss_was_counted(ledger):

@@ -300,3 +300,26 @@ def test_a_declared_replay_excuses_exactly_its_overlaps_and_duplicates():
     # A third copy is still a duplicate.
     third = check_rows(0, [*held, rows(4, 1, 5)], stream(1, 259), replayed=[replay])
     assert any("duplicated rows: offsets [1, 5)" in p for p in third.problems)
+
+
+def test_rows_the_filter_dropped_are_excused_exactly_when_the_segment_declares_them():
+    held = [0, 1, 3, 6, 7, 9]
+    dropped = [2, 4, 5, 8]
+    report = check_rows(0, [rows(0, 0, 10, held, filtered=dropped)], stream(0, 9))
+    assert report.ok, report.problems
+    assert any("4 rows dropped by the table's filter" in n for n in report.notes)
+    # Undeclared, a dropped row is a missing row.
+    report = check_rows(0, [rows(0, 0, 10, held, filtered=[2, 4, 5])], stream(0, 9))
+    assert report.problems == [
+        "partition 0: missing rows: offsets [8, 9) (1 offset) were produced but are in no "
+        "segment, keys 'k8'"
+    ]
+
+
+def test_a_declared_filtered_offset_outside_the_range_or_held_excuses_nothing():
+    report = check_rows(0, [rows(0, 0, 4, [0, 1, 2], filtered=[2, 3, 7])], stream(0, 7))
+    assert not report.ok
+    declared = [p for p in report.problems if "dropped by the filter" in p]
+    assert len(declared) == 2  # offset 2 (held) and offset 7 (outside [0, 4))
+    assert "[2, 3)" in declared[0] and "[7, 8)" in declared[1]
+    assert not any("missing rows" in p for p in report.problems)  # offset 3 stays excused
