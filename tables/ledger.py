@@ -57,6 +57,7 @@ from tables.domain.ledger import (
     check_ranges,
     check_rows,
     combine,
+    offset_runs,
     parse_offset,
     parse_offset_ranges,
 )
@@ -299,24 +300,13 @@ def unverified_gaps(
             for o in range(seg.start_offset, stop)
             if o not in held and not any(a <= o < b for a, b in spans)
         ]
-        for first, last in _runs(gaps):
+        for first, last in offset_runs(gaps):
             notes.append(
                 f"partition {partition}: segment {seg.segment} holds no row at offsets "
                 f"[{first}, {last}), which the stream no longer holds (it starts at "
                 f"{stream.first_available}) and no loss excuses: not verified"
             )
     return notes
-
-
-def _runs(offsets: list[int]) -> list[tuple[int, int]]:
-    """Ascending distinct offsets as half-open runs of consecutive offsets."""
-    runs: list[tuple[int, int]] = []
-    for offset in offsets:
-        if runs and runs[-1][1] == offset:
-            runs[-1] = (runs[-1][0], offset + 1)
-        else:
-            runs.append((offset, offset + 1))
-    return runs
 
 
 def verify_table(

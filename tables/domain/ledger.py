@@ -66,6 +66,7 @@ __all__ = [
     "check_rows",
     "combine",
     "format_offset_ranges",
+    "offset_runs",
     "parse_offset",
     "parse_offset_ranges",
 ]
@@ -165,6 +166,17 @@ def parse_offset(value: str | int | None) -> int | None:
     if isinstance(value, str) and _OFFSET.fullmatch(value.strip()):
         return int(value)
     return None
+
+
+def offset_runs(offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """Ascending distinct offsets as half-open runs of consecutive offsets."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] == offset:
+            runs[-1] = (runs[-1][0], offset + 1)
+        else:
+            runs.append((offset, offset + 1))
+    return runs
 
 
 def format_offset_ranges(ranges: Iterable[tuple[int, int]]) -> str:

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tables.domain.ledger import FILTERED_OFFSETS_FILE, format_offset_ranges
+from tables.domain.ledger import FILTERED_OFFSETS_FILE, format_offset_ranges, offset_runs
 from tables.segments import arrow_stats, frames
 from tables.segments.batch import TIME_KEY, GroupOutput, GroupPlan
 from tables.segments.data_file import ROW_GROUP_ROWS, DataFileWriter, arrow_schema
@@ -181,13 +181,8 @@ def _declare_filtered(
         raise BuildError(f"{name}: the offsets the filter dropped repeat or leave the range")
     if len(offsets) + total_docs > request.end_offset - request.start_offset:
         raise BuildError(f"{name}: more rows and dropped rows than offsets")
-    runs: list[tuple[int, int]] = []
-    for offset in offsets:
-        if runs and runs[-1][1] == offset:
-            runs[-1] = (runs[-1][0], offset + 1)
-        else:
-            runs.append((offset, offset + 1))
-    (segment_dir / FILTERED_OFFSETS_FILE).write_text(format_offset_ranges(runs), encoding="ascii")
+    text = format_offset_ranges(offset_runs(offsets))
+    (segment_dir / FILTERED_OFFSETS_FILE).write_text(text, encoding="ascii")
 
 
 def finish(
