@@ -4,7 +4,8 @@ The shared test services must never be frozen under other tests, so `OutageStack
 ZooKeeper and Redis with `scripts/services.sh` (free ports, state under a temporary folder, Redis
 with its append-only file as `make demo` runs it), then a Spark Celery worker on that Redis, a
 default-queue worker (the healing manager's runs: a commit an outage left half-done is
-repaired by the run the controller asks for when it leads again, as in production), a
+repaired by the run the controller asks for when it leads again, HEALING_TRIGGER_ON_LEADERSHIP
+on as in production), a
 controller and three servers, all as real processes (logs: var/test/logs/outage-*.log).
 `freeze`/`thaw` SIGSTOP and SIGCONT a store, `kill_redis` SIGKILLs Redis and starts it again on
 the same folder.
@@ -65,7 +66,14 @@ class OutageStack(IngestCluster):
 
     # --- processes ----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
-        return {**super()._env(), "ZK_HOSTS": self.zk_hosts, "REDIS_URL": self.redis_url}
+        # A controller that leads again (after a session expiry, or a ZooKeeper leader's death)
+        # asks for its tables' healing runs, as in production (the test sessions turn it off).
+        return {
+            **super()._env(),
+            "ZK_HOSTS": self.zk_hosts,
+            "REDIS_URL": self.redis_url,
+            "HEALING_TRIGGER_ON_LEADERSHIP": "true",
+        }
 
     def start_producer(
         self, topic: str, count: int, rate: int, partitions: int = 4
