@@ -10,9 +10,15 @@ Keys, under `pinot:builds:<cluster>:` in the Redis of REDIS_URL:
 - `pending` (sorted set): task ids by registration time (ms);
 - `request:<task id>` (string, JSON arguments, expires after `REQUEST_TTL_S`);
 - `claim:<task id>` (string: the task id of the claimant, which builds it; expires after
-  `CLAIM_TTL_S` unless the claimant's `Heartbeat` renews it). A claim is taken with SET NX, so one
-  request is built by one claimant at a time; a claim whose claimant died expires, and a claim held
-  under one's own id (a task redelivered after its worker died) is taken over at once.
+  `CLAIM_TTL_S` unless the claimant's `Heartbeat` renews it);
+- `expect:<raw table>` (set of segment names, expires after `EXPECT_TTL_S`): builds announced before
+  their requests exist (`expect`: the controller's force commit, and so a pause, names the
+  segments it forces). A batch of that table waits, at most `BatchLimits.wait_max_s`, until each
+  announced segment's request is registered, so that the first committer of a pause does not
+  build alone while the others are still on their way; a registered one leaves the set.
+A claim is taken with SET NX, so one request is built by one claimant at a time; a claim whose
+claimant died expires, and a claim held under one's own id (a task redelivered after its worker
+died) is taken over at once.
 `wait_for_claim` (a task claiming its own request, waiting while another batch builds it),
 `gather` and `claim_others` (a batch's other requests, within `BatchLimits`, after a burst of
 registrations settled) are the steps `tables.builds` takes; `finish` removes the requests that
@@ -33,9 +39,12 @@ from typing import Any, TypeVar
 
 import redis
 
+from tables.domain.names import LLCSegmentName
+
 __all__ = [
     "CLAIM_TTL_S",
     "CLAIM_WAIT_MAX_S",
+    "EXPECT_TTL_S",
     "REQUEST_TTL_S",
     "BatchLimits",
     "BuildQueue",
@@ -45,6 +54,7 @@ __all__ = [
 
 T = TypeVar("T")
 REQUEST_TTL_S = 6 * 3600
+EXPECT_TTL_S = 10  # an announced build not registered by then is not waited for
 CLAIM_TTL_S = 30
 CLAIM_WAIT_MAX_S = 900  # the longest a task waits for another batch to build its request
 _RENEW = """
@@ -241,10 +251,46 @@ class BuildQueue:
                 mine = dataclasses.replace(mine, registered_ms=own[0])
             others = [ms for b, ms in pending if b.task_id != mine.task_id]
             settled = not others or now_ms - max(others) >= limits.settle_s * 1000
-            if settled or time.monotonic() - started >= limits.wait_max_s:
+            awaited = self._awaited(mine, [b for b, _ in pending])
+            if (settled and not awaited) or time.monotonic() - started >= limits.wait_max_s:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05 if not awaited else 0.02)
         return [mine, *self.claim_others(mine.task_id, [mine], limits, recorded, staged)]
+
+    def expect(self, segments: Iterable[str]) -> None:
+        """Announce the builds of `segments` (LLC names) before their requests exist (see the
+        module docstring); best effort: the caller ignores a Redis error."""
+        by_table: dict[str, list[str]] = {}
+        for segment in segments:
+            name = LLCSegmentName.parse(segment)
+            if name is not None:
+                by_table.setdefault(name.table_name, []).append(segment)
+        if not by_table:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for table, names in by_table.items():
+            pipe.sadd(self._expect_key(table), *names)
+            pipe.expire(self._expect_key(table), EXPECT_TTL_S)
+        pipe.execute()
+
+    def _expect_key(self, raw_table: str) -> str:
+        return f"{self.prefix}expect:{raw_table}"
+
+    def _awaited(self, mine: PendingBuild, pending: Sequence[PendingBuild]) -> set[str]:
+        """The announced segments of `mine`'s table whose requests are not registered yet; the
+        registered ones (and `mine`) leave the announcement."""
+        name = LLCSegmentName.parse(mine.segment)
+        if name is None:
+            return set()
+        key = self._expect_key(name.table_name)
+        announced = {m.decode() if isinstance(m, bytes) else m for m in self.client.smembers(key)}
+        if not announced:
+            return set()
+        here = {b.segment for b in pending} | {mine.segment}
+        arrived = announced & here
+        if arrived:
+            self.client.srem(key, *arrived)
+        return announced - here
 
     def claim_others(
         self,

@@ -10,12 +10,12 @@ import redis
 __all__ = ["get_redis"]
 
 _lock = threading.Lock()
-_clients: dict[tuple[int, str], redis.Redis] = {}
+_clients: dict[tuple[int, str, float], redis.Redis] = {}
 
 
 def get_redis(url: str, timeout: float = 5.0) -> redis.Redis:
     """A client for `url` whose calls fail after `timeout` seconds instead of hanging."""
-    key = (os.getpid(), url)
+    key = (os.getpid(), url, timeout)
     with _lock:
         client = _clients.get(key)
         if client is None:

@@ -12,7 +12,10 @@
 - Messages: one FORCE_COMMIT message (`tables.zk.messages`) per live instance that hosts a target
   in the IdealState or the EXTERNALVIEW, addressed to its current session; the message lists all
   the round's segments, each server picks its own. A round with targets but no live recipient
-  raises ServiceError (500) "No force commit message was sent for table: X".
+  raises ServiceError (500) "No force commit message was sent for table: X". Before the
+  messages go, the round's segments are announced to the spark worker's build queue
+  (`tables.build_batches.BuildQueue.expect`, best effort), so that their builds go in one batch
+  instead of the first committer's build running alone.
 - Batching: when `batch_size` < #targets, the targets are split round-robin over their instances
   (`segment_batches`); the first batch is sent in the request, the rest by the Celery task
   `tables.force_commit_batches`, which runs `advance` every `check_interval_s`: batch i+1 is sent
@@ -45,17 +48,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
+from tables.build_batches import BuildQueue
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import BadRequest, NotFound, ServiceError
 from tables.domain.idealstate import InstanceState
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.domain.znrecord import ZNRecord
+from tables.redisconn import get_redis
 from tables.zk import messages
 from tables.zk.errors import NodeExists, NoNode
 from tables.zk.records import create_record, read_record, update_record
 
 from .resources import ResourceManager
+
+ANNOUNCE_TIMEOUT_S = 1.0  # a Redis that does not answer delays a force commit at most this
 
 __all__ = [
     "JOB_TYPE",
@@ -424,6 +433,8 @@ class ForceCommitManager:
         assignments = [self._map_fields(self.paths.idealstate(table))]
         assignments.append(self._map_fields(self.paths.externalview(table)))
         targets = recipients(segments, assignments, self._live_sessions())
+        if targets:
+            self._announce_builds(segments)
         sent = 0
         for instance, session in targets.items():
             message = messages.force_commit_message(
@@ -445,6 +456,19 @@ class ForceCommitManager:
             raise ServiceError(f"No force commit message was sent for table: {table}")
         log.info("sent %d force commit message(s) for %s: %s", sent, table, segments)
         return sent
+
+    def _announce_builds(self, segments: list[str]) -> None:
+        """The builds these commits are about to ask for, announced so that they batch; a
+        failure only costs the batching."""
+        if not self.ctx.redis_url:
+            return
+        try:
+            client = get_redis(self.ctx.redis_url, timeout=ANNOUNCE_TIMEOUT_S)
+            BuildQueue(client, self.paths.cluster).expect(segments)
+        except (redis.RedisError, ValueError) as exc:
+            log.warning(
+                "force commit: builds of %d segment(s) not announced: %s", len(segments), exc
+            )
 
     def _map_fields(self, path: str) -> dict[str, dict[str, str]]:
         found = read_record(self.zk, path)

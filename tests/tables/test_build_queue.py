@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
 
-from tables.build_batches import BuildQueue, PendingBuild
+from tables.build_batches import EXPECT_TTL_S, BatchLimits, BuildQueue, PendingBuild
+from tests.poll import wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -84,3 +86,39 @@ def test_renew_keeps_only_the_owners_claims_alive(queue, redis_client):
     queue.renew(["a", "b"], "leader")
     assert redis_client.pttl(f"{queue.prefix}claim:a") > 1000
     assert redis_client.pttl(f"{queue.prefix}claim:b") <= 500
+
+
+def _llc(task: str, sequence: int) -> PendingBuild:
+    return PendingBuild(task, "t", f"t__0__{sequence}__20210721T0600Z", f"_staging/{task}", 1, 101)
+
+
+def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
+    limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=60.0)
+    first, second = _llc("a", 1), _llc("b", 2)
+    queue.expect([first.segment, second.segment, "not-an-llc-name"])
+    queue.register(first)
+    assert queue.claim("a", "a")
+    batches: list[list[PendingBuild]] = []
+    gathering = threading.Thread(
+        target=lambda: batches.append(
+            queue.gather(first, limits, lambda task: None, lambda key: True)
+        )
+    )
+    gathering.start()
+    wait_until(lambda: not queue.client.sismember(queue._expect_key("t"), first.segment))
+    assert gathering.is_alive()  # its announced sibling is not registered yet
+    queue.register(second)
+    gathering.join(timeout=30)
+    assert not gathering.is_alive()
+    assert [b.task_id for b in batches[0]] == ["a", "b"]
+    assert not queue.client.exists(queue._expect_key("t"))  # every announced build arrived
+
+
+def test_an_announced_build_that_never_comes_is_waited_for_at_most_wait_max(queue):
+    limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=0.2)
+    queue.expect([_llc("gone", 9).segment])
+    queue.register(_llc("a", 1))
+    assert queue.claim("a", "a")
+    batch = queue.gather(_llc("a", 1), limits, lambda task: None, lambda key: True)
+    assert [b.task_id for b in batch] == ["a"]
+    assert queue.client.ttl(queue._expect_key("t")) <= EXPECT_TTL_S
