@@ -15,21 +15,40 @@ other with `build_from_staging`, then the same 16 in one `build_batch` (what the
 with the builds of a pause), with the check that every batched tar equals its single build.
 
     .venv/bin/python bench/build.py [--rows 100000 1000000] [--master local[2]] [--repeat 2]
+    .venv/bin/python bench/build.py --transforms airlineStats [--rows 100000] [--repeat 3]
 
 Prints rows/s of each, their ratio (Spark / pyarrow) for every size and the goal (issue 18:
 1M rows at least 0.7x, 100k at least 0.3x), the Spark phases, then the batch times. Needs no
 services.
+
+`--transforms airlineStats` measures instead what a table's ingestion transforms cost a build
+(issue 23): Pinot's airlineStats schema and realtime table config (fixtures), whose
+`ingestionConfig.transformConfigs` (as written: `ts` and `tsRaw` = `fromEpochDays(DaysSinceEpoch)`)
+fill two TIMESTAMP columns, against the same schema and config without `transformConfigs`,
+whose rows carry those two values instead (computed here in Python; its messages are ~40
+bytes longer, two more fields to parse), so both sides write the same columns. The rows come
+from the schema (`tables.streams.producer.synthetic_rows`, a pool of 20,000 distinct rows,
+seeded, cycled with `DaysSinceEpoch` spread over 31 days; ~1.9 KB each); each side's
+rows are staged once per size. Both sides are the real `build_from_staging` on one warm Spark
+session (`--warmup` builds of `--warmup-rows` rows of each side first), `--repeat` runs of each
+size alternating which side goes first; every run checks that both segments have the same rows
+(same CRC of data.parquet). Prints each run's times and rows/s, the ratio of the medians
+(transforms / none; goal: at most 1.3x) and both sides' Spark phases of the last run.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import random
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +67,7 @@ from tables.segments.builder import (  # noqa: E402
     write_staging,
 )
 from tables.segments.spark import get_session  # noqa: E402
+from tables.streams.producer import synthetic_rows  # noqa: E402
 
 FIXTURES = Path(os.environ.get("PINOT_FIXTURES", ROOT.parent / "shared" / "fixtures" / "pinot"))
 
@@ -123,6 +143,133 @@ def batch_part(spark, work: Path, schema: dict, config: dict, count: int, rows: 
     )
 
 
+DAY_MS = 86_400_000
+FIRST_DAY = 18_809  # 2021-07-01
+POOL = 20_000  # distinct generated rows, cycled
+# What each airlineStats transform computes, for the side without transforms (by expression).
+PYTHON_TRANSFORMS = {"fromepochdays(dayssinceepoch)": lambda day: day * DAY_MS}
+
+
+def airline_sides(fixture: str) -> tuple[dict, dict, dict, list[str]]:
+    """(schema, table config as written, the same config without transformConfigs, the columns
+    the transforms fill)."""
+    schema = json.loads((FIXTURES / f"{fixture}_schema.json").read_text())
+    config = json.loads((FIXTURES / f"{fixture}_realtime_table_config.json").read_text())
+    plain = copy.deepcopy(config)
+    transforms = plain["ingestionConfig"].pop("transformConfigs")
+    for transform in transforms:
+        expression = transform["transformFunction"].replace(" ", "").lower()
+        if expression not in PYTHON_TRANSFORMS:
+            raise SystemExit(f"the bench cannot compute {transform} for the side without it")
+    return schema, config, plain, [t["columnName"] for t in transforms]
+
+
+def stage_airline(
+    schema: dict, config: dict, filled: list[str], rows: int, with_path: Path, without_path: Path
+) -> float:
+    """Both sides' staging files for `rows` rows; returns the mean message size (transforms)."""
+    time_column = config["segmentsConfig"]["timeColumnName"]
+    generated = synthetic_rows(
+        schema, lambda: 1626847200000, random.Random(23), skip=[time_column, *filled]
+    )
+    bodies = [json.dumps(next(generated).fields, separators=(",", ":"))[1:] for _ in range(POOL)]
+    computed = {
+        t["columnName"]: PYTHON_TRANSFORMS[t["transformFunction"].replace(" ", "").lower()]
+        for t in config["ingestionConfig"]["transformConfigs"]
+    }
+
+    def messages(fill: bool) -> Iterator[tuple[int, bytes]]:
+        for i in range(rows):
+            day = FIRST_DAY + (i * 7) % 31
+            head = f'{{"{time_column}":{day},'
+            if fill:
+                head += "".join(f'"{column}":{computed[column](day)},' for column in filled)
+            yield i + 1, (head + bodies[i % POOL]).encode()
+
+    write_staging(messages(False), with_path)
+    write_staging(messages(True), without_path)
+    head = len(f'{{"{time_column}":{FIRST_DAY},')
+    return head + sum(len(body) for body in bodies) / POOL
+
+
+def transforms_part(spark, work: Path, fixture: str, args: argparse.Namespace) -> None:
+    """The `--transforms` comparison (see the module docstring)."""
+    schema, config, plain, filled = airline_sides(fixture)
+    sides = {"transforms": config, "none": plain}
+    phases: dict[str, dict[str, float]] = {}
+
+    def build(side: str, staging: Path, rows: int, name: str) -> tuple[float, int]:
+        request = BuildRequest(
+            table_name=fixture,
+            segment_name=f"{fixture}__0__{name}__20210721T0600Z",
+            schema=schema,
+            table_config=sides[side],
+            start_offset=1,
+            end_offset=rows + 1,
+            creation_time_ms=1626847200000,
+        )
+        out = work / f"{side}-{name}"
+        started = time.perf_counter()
+        result = build_from_staging(spark, request, str(staging), out)
+        elapsed = time.perf_counter() - started
+        assert result.total_docs == rows and not result.incomplete_rows, result
+        spent = {k: v for k, v in result.phase_seconds.items() if k != "batch_size"}
+        phases[side] = {"setup": round(elapsed - sum(spent.values()), 3), **spent}
+        shutil.rmtree(out)
+        return elapsed, result.crc
+
+    def stage(rows: int) -> dict[str, Path]:
+        paths = {side: work / f"{side}-{rows}.parquet" for side in sides}
+        started = time.perf_counter()
+        mean = stage_airline(schema, config, filled, rows, paths["transforms"], paths["none"])
+        print(
+            f"{rows:,} rows staged in {time.perf_counter() - started:.1f} s: ~{mean:.0f} bytes "
+            f"each ({len(schema['dimensionFieldSpecs'])} dimensions, "
+            f"{len(schema['dateTimeFieldSpecs'])} date-time columns; {', '.join(filled)} "
+            f"filled by the transforms or in the rows)",
+            flush=True,
+        )
+        return paths
+
+    warm = stage(args.warmup_rows)
+    for i in range(args.warmup):  # JVM, JIT, codegen, both plans' cached expressions
+        for side in sides:
+            build(side, warm[side], args.warmup_rows, f"9{i}")
+    print(
+        f"{'rows':>10} {'run':>4} {'transforms s':>13} {'rows/s':>10} {'none s':>8} {'rows/s':>10}"
+    )
+    summary = []
+    for rows in args.rows:
+        staged = stage(rows)
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        for run in range(1, args.repeat + 1):
+            order = list(sides) if run % 2 else list(sides)[::-1]
+            crcs = {}
+            for side in order:
+                seconds, crcs[side] = build(side, staged[side], rows, str(run))
+                times[side].append(seconds)
+            if crcs["transforms"] != crcs["none"]:
+                raise SystemExit(f"the two sides built different rows (CRC {crcs})")
+            with_s, without_s = times["transforms"][-1], times["none"][-1]
+            print(
+                f"{rows:>10} {run:>4} {with_s:>13.2f} {rows / with_s:>10,.0f} "
+                f"{without_s:>8.2f} {rows / without_s:>10,.0f}  ({order[0]} first)",
+                flush=True,
+            )
+        with_s, without_s = statistics.median(times["transforms"]), statistics.median(times["none"])
+        summary.append(
+            f"{rows:>10} rows: transforms {with_s:.2f} s, none {without_s:.2f} s (medians): "
+            f"ratio {with_s / without_s:.2f}x (goal: at most 1.3x); best of {args.repeat}: "
+            f"{min(times['transforms']) / min(times['none']):.2f}x"
+        )
+        for path in staged.values():
+            path.unlink()
+    print("\n".join(summary))
+    print("Spark build phases of the last run (seconds):")
+    for side, spent in phases.items():
+        print(f"{side:>10} " + "  ".join(f"{k} {v:.2f}" for k, v in spent.items()))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -132,7 +279,18 @@ def main() -> int:
     parser.add_argument("--warmup-rows", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=16, help="segments batched (0: none)")
     parser.add_argument("--batch-rows", type=int, default=1_000)
+    parser.add_argument(
+        "--transforms",
+        choices=["airlineStats"],
+        help="a fixture's ingestion transforms against none (instead of the pyarrow comparison)",
+    )
     args = parser.parse_args()
+    if args.transforms:
+        spark = get_session(args.master, "2g")
+        print(f"Spark {spark.version} {args.master}; transforms of {args.transforms}")
+        with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
+            transforms_part(spark, Path(tmp), args.transforms, args)
+        return 0
 
     schema = json.loads((FIXTURES / "githubEvents_schema.json").read_text())
     config = json.loads((FIXTURES / "githubEvents_realtime_table_config.json").read_text())

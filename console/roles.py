@@ -2,7 +2,8 @@
 
 - `viewer`: read-only (on-call). Any signed-in account without a role group reads as a viewer.
 - `operator`: also the operator actions (OPERATOR_ACTIONS: pause, resume, force commit, re-ingest,
-  segment reset, running a periodic task such as the healer, silencing an alert).
+  segment reset, a failed build's retry, running a periodic task such as the healer, silencing an
+  alert).
 - `admin`: everything, including user management and ZooKeeper edits (`/zk/put`, `/zk/delete`);
   superusers are admins.
 The cluster's own processes (Bearer cluster token, `console.api.cluster_auth.ClusterService`) have
@@ -36,6 +37,7 @@ OPERATOR_ACTIONS = frozenset(
         "force_commit",
         "reingest",
         "reset_segment",
+        "retry_build",
         "run_periodic_task",
         "silence_alert",
     }

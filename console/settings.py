@@ -146,6 +146,10 @@ MIRROR_SAMPLE_RETENTION_SECONDS = env_float("MIRROR_SAMPLE_RETENTION_SECONDS", 7
 # expires, and the server reads as "not reporting".
 LIVE_PUBLISH_SECONDS = env_float("LIVE_PUBLISH_SECONDS", 2.0)
 LIVE_STATE_TTL_SECONDS = env_float("LIVE_STATE_TTL_SECONDS", 15.0)
+# A committed build that failed for a reason waiting cannot cure (the config, a row the transform
+# rejects) waits this long before the next try, doubling up to the maximum (tables.build_backoffs).
+BUILD_FAILURE_BACKOFF_SECONDS = env_float("BUILD_FAILURE_BACKOFF_SECONDS", 60.0)
+BUILD_FAILURE_BACKOFF_MAX_SECONDS = env_float("BUILD_FAILURE_BACKOFF_MAX_SECONDS", 3600.0)
 # A partition whose offsets have not moved for this long while it lags is "stalled".
 STALLED_AFTER_SECONDS = env_float("STALLED_AFTER_SECONDS", 60.0)
 # Triage: a partition LAGGING past these; NO_UPSTREAM_DATA after this long without a new row.

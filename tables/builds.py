@@ -27,10 +27,17 @@ Contract:
   (instead of leaving it to the tasks queued behind it); while another batch still holds its
   claim, it waits. A request whose staging file is gone when claimed (its committer gave up) is
   left to its own task. Without Redis a task builds alone.
+- A failed attempt's `details.failure` is the failure's class (`tables.domain.build_backoff.
+  classify` on the error's type name and message): "deterministic" (the build itself refused the
+  rows or the config: the same attempt fails again) or "transient". The committer classifies the
+  error the task hands back the same way (`tables.server.build_holds`).
 - Fault injection (tests only, `tables.faults`): a committer's build (`build_segment`, not a
   re-ingestion) of `segment` fails before Spark is asked when `spark.<segment>.build_fails` or
   `spark.build_fails` trips in the process that runs it (the spark worker's
-  FAULT_INJECTION_DIR): a `BuildError`, recorded and counted as any failed build.
+  FAULT_INJECTION_DIR): a `BuildError`, recorded and counted as any failed build (transient).
+  While the file `spark.<segment>.build_rejects` exists (held, not consumed), every build of
+  `segment` fails the same way with a DETERMINISTIC `BuildError` ("fault injection
+  (deterministic): ...").
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from tables.build_batches import BatchLimits, BuildQueue, Heartbeat, PendingBuil
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
+from tables.domain.build_backoff import DETERMINISTIC_FAULT, classify
 from tables.domain.names import LLCSegmentName, raw_table_name, table_name_with_type
 from tables.domain.schema import Schema
 from tables.domain.table_config import TableConfig
@@ -247,6 +255,9 @@ def _injected_failure(segment: str) -> None:
     for point in (f"spark.{segment}.build_fails", "spark.build_fails"):
         if faults.trip(point):
             raise BuildError(f"fault injection: {point}")
+    rejects = f"spark.{segment}.build_rejects"
+    if faults.held(rejects):
+        raise BuildError(f"{DETERMINISTIC_FAULT}: {rejects}")
 
 
 def build_segment(
@@ -474,6 +485,7 @@ def _record(
         job.status = Job.Status.FAILED
         job.error = f"{type(exc).__name__}: {exc}"[:4000]
         job.details = {"batch": batch} if batch is not None else {}
+        job.details["failure"] = str(classify(type(exc).__name__, str(exc)))
         return exc
     result, uri = outcome
     job.status = Job.Status.SUCCEEDED

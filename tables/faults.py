@@ -21,9 +21,12 @@ Contract:
   worker, so its FAULT_INJECTION_DIR is the one to arm), `server.<instanceId>.upload_fails` and
   `server.any.upload_fails` (`tables.server.committer`: the committer's deep-store upload of the
   segment it built fails; with a peer download scheme it commits `peer:///<segment>`); held:
-  `server.<instanceId>.consumer_holds` (`tables.server.consumer`: no consumer of that server
-  fetches while it exists) and `server.<instanceId>.commit_holds` (`tables.server.committer`: its
-  committer does not send commit end while it exists).
+  `spark.<segment>.build_rejects` (`tables.builds`: while it exists, every build of that segment
+  fails DETERMINISTICALLY, as a config the build refuses would: the build back-off's test point;
+  armed in the spark worker's directory), `server.<instanceId>.consumer_holds`
+  (`tables.server.consumer`: no consumer of that server fetches while it exists) and
+  `server.<instanceId>.commit_holds` (`tables.server.committer`: its committer does not send
+  commit end while it exists).
 - This module imports neither `tables.server` nor `tables.controller`: both import it.
 """
 

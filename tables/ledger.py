@@ -6,8 +6,9 @@
 - rows (only with `rows=True`), one partition at a time so that memory holds one partition:
   each DONE segment is downloaded from the deep store (`DeepStore.segment_key`) into a temporary
   directory and read back: its `__offset` column, its key column when the table's schema has
-  `key_field`, and the offsets the table's filter dropped (`FILTERED_OFFSETS_FILE`, which excuse
-  exactly those offsets); a segment that is absent or unreadable is reported, not raised.
+  `key_field`, the offsets the table's filter dropped (`FILTERED_OFFSETS_FILE`, which excuse
+  exactly those offsets), and whether it unnests arrays (`UNNEST_FILE`: its rows are then counted
+  per offset); a segment that is absent or unreadable is reported, not raised.
   The stream partition is read over the DONE segments' span `[min start, max end)` with the
   table's stream provider (never blocking), and each message's key is its JSON object's
   `key_field` (text as the producer partitions on it: strings as they are, other values as compact
@@ -49,6 +50,7 @@ from tables.domain import pause
 from tables.domain.ledger import (
     FILTERED_OFFSETS_FILE,
     LOST_OFFSETS_KEY,
+    UNNEST_FILE,
     LedgerReport,
     LostRange,
     SegmentRange,
@@ -174,6 +176,7 @@ def _segment_rows(
         table = pq.read_table(io.BytesIO(files[DATA_FILE]))
         declared = files.get(FILTERED_OFFSETS_FILE, b"").decode("ascii")
         filtered = [o for a, b in parse_offset_ranges(declared) for o in range(a, b)]
+        unnested = UNNEST_FILE in files
     except (OSError, ValueError, EOFError, tarfile.TarError) as exc:  # pyarrow's are OSError/Value
         return _with_error(base, f"{type(exc).__name__}: {exc}")
     finally:
@@ -185,7 +188,14 @@ def _segment_rows(
     if key_column is not None and key_column in table.column_names:
         keys = [key_text(v) for v in table.column(key_column).to_pylist()]
     return SegmentRows(
-        found.segment, start, end, offsets, keys, metadata.total_docs, filtered=filtered
+        found.segment,
+        start,
+        end,
+        offsets,
+        keys,
+        metadata.total_docs,
+        filtered=filtered,
+        unnested=unnested,
     )
 
 

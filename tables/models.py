@@ -23,6 +23,7 @@ Mirror contract:
 - `DurableCounter`: monotonically increasing counts (segmentBuildFailure, segmentReingestionFailure,
   ...) per table, incremented atomically in the database, so they survive worker restarts and are
   shared by every process. `monitoring` exposes them on /metrics.
+- `FailedBuild`: a segment whose build failed for a reason waiting cannot cure, backing off.
 - `AuditEntry`: one row per state-changing action, from a page or the API, allowed or refused.
 
 Written by the controller's periodic tasks (`tables.tasks`), read by /api/v1 and /metrics:
@@ -111,6 +112,31 @@ class DurableCounter(models.Model):
     def value_of(cls, name: str, table: str = "") -> int:
         row = cls.objects.filter(name=name, table=table).first()
         return 0 if row is None else row.value
+
+
+class FailedBuild(models.Model):
+    """A segment whose committed build failed deterministically and now backs off
+    (`tables.build_backoffs`, `tables.domain.build_backoff`): one row per (table, segment),
+    written by the servers' committers, cleared by a successful build or an operator."""
+
+    table = models.CharField(max_length=255, help_text="with type: t_REALTIME")
+    segment = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="table config and schema it failed on")
+    failures = models.IntegerField(default=0, help_text="deterministic failures in a row")
+    first_failure_at = models.DateTimeField()
+    last_failure_at = models.DateTimeField()
+    next_retry_at = models.DateTimeField()
+    error = models.TextField(blank=True)
+    servers = models.JSONField(default=list, blank=True, help_text="the servers that tried")
+
+    class Meta:
+        ordering = ["-last_failure_at", "table", "segment"]
+        constraints = [
+            models.UniqueConstraint(fields=["table", "segment"], name="failed_build_per_segment")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.segment} failed {self.failures}x"
 
 
 # --- the mirror of ZooKeeper (written by tables.mirror.sync only) -------------------------------

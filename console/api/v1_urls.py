@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import bulk, reingest, schema, v1, v1_healing
+from . import bulk, failed_builds, reingest, schema, v1, v1_healing
 
 urlpatterns = [
     path("whoami", v1.WhoAmI.as_view(), name="whoami"),
@@ -28,6 +28,12 @@ urlpatterns = [
     path("tables/<str:table>/healing", v1_healing.TableHealing.as_view(), name="table-healing"),
     path("healing/runs/<str:run_id>", v1_healing.HealingRunDetail.as_view(), name="healing-run"),
     path("errors", v1.Errors.as_view(), name="errors"),
+    path("failedBuilds", failed_builds.FailedBuilds.as_view(), name="failed-builds"),
+    path(
+        "tables/<str:table>/segments/<str:segment>/retryBuild",
+        failed_builds.RetryBuild.as_view(),
+        name="segment-retry-build",
+    ),
     path("leaders", v1.Leaders.as_view(), name="leaders"),
     path("instances", v1.Instances.as_view(), name="instances"),
     path("audit", v1.Audit.as_view(), name="audit"),

@@ -18,6 +18,7 @@ urlpatterns = [
     ),
     path("ui/tables/<str:table>/segments/<str:segment>/", views.segment_detail, name="segment"),
     path("ui/errors/", views.errors, name="errors"),
+    path("ui/errors/<str:table>/<str:segment>/retry/", views.retry_build, name="retry-build"),
     path("ui/leaders/", views.leaders, name="leaders"),
     path("ui/instances/", views.instances, name="instances"),
     path("ui/audit/", views.audit, name="audit"),

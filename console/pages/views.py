@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from console.alerting import store as alerts
-from console.pages import healing, queries, reingest
+from console.pages import failed_builds, healing, queries, reingest
 from monitoring import charts
 from tables.domain.index_configs import unbuilt_indexes
 from tables.models import Health, MirroredTable
@@ -35,6 +35,7 @@ __all__ = [
     "overview",
     "partition_detail",
     "plotly_js",
+    "retry_build",
     "segment_detail",
     "table_detail",
     "table_heal",
@@ -237,7 +238,25 @@ def errors(request: HttpRequest) -> HttpResponse:
     page = queries.error_segments(
         table=filters["table"], page=request.GET.get("page"), per_page=request.GET.get("per_page")
     )
-    return _render(request, "errors.html", {"page": page, **filters, "query": _query(filters)})
+    context = {
+        "page": page,
+        "failed_builds": failed_builds.rows(filters["table"]),
+        "retried": request.GET.get("retried", "")[:512],
+        **filters,
+        "query": _query(filters),
+    }
+    return _render(request, "errors.html", context)
+
+
+@require_POST
+def retry_build(request: HttpRequest, table: str, segment: str) -> HttpResponse:
+    """Retry now (operators; a CSRF-protected form): clear the segment's build back-off, audited
+    (`console.pages.failed_builds.retry_now`), then back to the errors page."""
+    try:
+        failed_builds.retry_now(request, table, segment)
+    except failed_builds.Refused as exc:
+        return _render(request, "refused.html", {"reason": exc.reason}, status=exc.status)
+    return redirect(f"{reverse('console:errors')}?{urlencode({'retried': segment})}")
 
 
 @require_GET

@@ -59,7 +59,7 @@ class ResourceManager(ClusterReader):
     def add_schema(self, data: Any, override: bool = True) -> Schema:
         self._require_cluster()
         try:
-            schema = parse_schema(data)
+            schema = parse_schema(data, for_write=True)
         except SchemaError as exc:
             raise BadRequest(f"invalid schema: {exc}", exc.problems) from None
         path = self.paths.schema(schema.name)

@@ -38,6 +38,14 @@ those offsets of the row check (one note per segment with the count: "dropped by
 a declared offset outside the segment's range, or one the segment also holds a row at, is a
 problem (it excuses nothing).
 
+A segment of a table that unnests arrays (`ingestionConfig.complexTypeConfig.fieldsToUnnest`:
+one row per element, all at the message's offset) declares it with the file `UNNEST_FILE` in its
+tar, read into `SegmentRows.unnested`. Its rows are then counted by offset: several rows at one
+offset of that segment are not duplicates (a note with rows and offsets), an offset still needs
+at least one row (or a filter or loss excuse), and an offset in two segments is still a
+duplicate. `total_docs` is compared with its rows (Pinot counts rows). Every other segment keeps
+the strict check: one row per offset.
+
 `LedgerReport.ok` is true exactly when there is no problem. Problems and notes are one line each,
 naming partition, segments and offsets; consecutive offsets make one line, and each kind of row
 problem is capped at `MAX_LINES_PER_KIND` lines plus a "... more" line. `combine` joins a range
@@ -57,6 +65,7 @@ __all__ = [
     "LOST_OFFSETS_KEY",
     "MAX_LINES_PER_KIND",
     "STREAM_DATA_LOSS_PARAM",
+    "UNNEST_FILE",
     "LedgerReport",
     "LostRange",
     "SegmentRange",
@@ -75,6 +84,7 @@ MAX_LINES_PER_KIND = 20
 LOST_OFFSETS_KEY = "consumption.lostOffsets"  # in a committed segment's custom.map
 STREAM_DATA_LOSS_PARAM = "streamDataLoss"  # segmentCommitEnd(WithMetadata) query parameter
 FILTERED_OFFSETS_FILE = "filtered.offsets"  # in a segment's tar: the offsets its filter dropped
+UNNEST_FILE = "unnest.fields"  # in a segment's tar: it unnests these fields (rows per offset >= 1)
 DONE, IN_PROGRESS, COMMITTING = "DONE", "IN_PROGRESS", "COMMITTING"
 _OFFSET = re.compile(r"[0-9]+", re.ASCII)
 
@@ -113,6 +123,7 @@ class SegmentRows:
     total_docs: int | None = None  # what ZooKeeper says the segment holds
     error: str | None = None  # why the rows could not be read
     filtered: Sequence[int] = ()  # offsets the table's filter dropped (declared by the segment)
+    unnested: bool = False  # the segment declares fieldsToUnnest: one or more rows per offset
 
 
 @dataclass(frozen=True)
@@ -431,7 +442,7 @@ def check_rows(
                 f"{span} holds {len(seg.offsets)} rows, but its ZooKeeper metadata says "
                 f"{seg.total_docs}"
             )
-        for offset in seg.offsets:
+        for offset in _held(seg, span, report):
             holders[offset].append(seg.segment)
         dropped += _filtered(seg, span, report)
         outside += _run_lines(
@@ -495,6 +506,20 @@ def check_rows(
             "duplicate production"
         )
     return report
+
+
+def _held(seg: SegmentRows, span: str, report: LedgerReport) -> Iterable[int]:
+    """The offsets `seg` holds, once per row; once per offset for an unnesting segment (a note
+    when some offset holds several rows)."""
+    if not seg.unnested:
+        return seg.offsets
+    distinct = set(seg.offsets)
+    if len(distinct) < len(seg.offsets):
+        report.notes.append(
+            f"{span}: {_n(len(seg.offsets), 'row')} at {_n(len(distinct), 'offset')}: it "
+            "unnests arrays (complexTypeConfig.fieldsToUnnest): several rows per offset excused"
+        )
+    return sorted(distinct)
 
 
 def _filtered(seg: SegmentRows, span: str, report: LedgerReport) -> list[tuple[int, int]]:

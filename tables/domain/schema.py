@@ -11,17 +11,29 @@ Contract:
 - Fields are ordered dimensions, metrics, dateTimes, then the deprecated `timeFieldSpec`; field
   names are unique across all of them. Unknown top-level keys (`enableColumnBasedNullHandling`,
   ...) are kept in `raw` and otherwise ignored.
+- A field spec's `transformFunction` (Pinot's older form of an ingestion transform, applied to
+  that column unless the table's `transformConfigs` has one for it) is kept in
+  `FieldSpec.transform_function`. `schema_transform_problems(schema, skip)` gives one sentence per
+  such function the build cannot run, read by the one transform parser
+  (`tables.domain.transform_expr`), naming the column and the function; a function may not read
+  its own column (Pinot's SchemaUtils). `parse_schema(data, for_write=True)` (a schema about to be
+  created or updated) refuses them; a schema read back is never refused for them.
+- A `defaultNullValue` that does not convert to its column's type (Pinot's `DataType.convert`,
+  `tables.domain.null_values`) is refused the same way: on write only, naming the column.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from tables.domain.names import schema_name_problem
+from tables.domain.null_values import default_value_problems
+from tables.domain.transform_expr import TransformExprError, columns_of, parse_transform
 from tables.domain.znrecord import ZNRecord
 
 __all__ = [
@@ -34,6 +46,7 @@ __all__ = [
     "parse_schema",
     "schema_from_znrecord",
     "schema_to_znrecord",
+    "schema_transform_problems",
 ]
 
 #: The simple field of the schema ZNRecord that holds the schema JSON.
@@ -90,6 +103,7 @@ class FieldSpec:
     format: str | None = None
     granularity: str | None = None
     default_null_value: object | None = None
+    transform_function: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +178,7 @@ def _parse_spec_list(
                 problems.append(f"{label} must have a non-empty 'granularity'")
         if name is None:
             continue
+        function = entry.get("transformFunction")
         specs.append(
             FieldSpec(
                 name=name,
@@ -173,8 +188,11 @@ def _parse_spec_list(
                 format=fmt if isinstance(fmt, str) else None,
                 granularity=granularity if isinstance(granularity, str) else None,
                 default_null_value=entry.get("defaultNullValue"),
+                transform_function=function if isinstance(function, str) else None,
             )
         )
+        if function is not None and not isinstance(function, str):
+            problems.append(f"field '{name}' has a transformFunction that is not a text")
     return specs
 
 
@@ -214,8 +232,30 @@ def _parse_time_field_spec(data: dict[str, Any], problems: list[str]) -> list[Fi
     ]
 
 
-def parse_schema(data: object) -> Schema:
-    """Validate a schema's REST JSON and return it as a `Schema`; raise `SchemaError` otherwise."""
+def schema_transform_problems(schema: Schema, skip: Iterable[str] = ()) -> list[str]:
+    """One sentence per field `transformFunction` the build cannot run (columns in `skip`, which
+    the table's own transformConfigs set, are not read)."""
+    skipped = set(skip)
+    problems: list[str] = []
+    for spec in schema.fields:
+        text = spec.transform_function
+        if text is None or spec.name in skipped:
+            continue
+        where = f"field '{spec.name}': transform function {text.strip()!r}"
+        try:
+            expr = parse_transform(text)
+        except TransformExprError as exc:
+            culprit = f" (function {exc.function})" if exc.function else ""
+            problems.append(f"{where} cannot be run{culprit}: {exc}")
+            continue
+        if spec.name in columns_of(expr):
+            problems.append(f"{where} must not read its own column '{spec.name}'")
+    return problems
+
+
+def parse_schema(data: object, *, for_write: bool = False) -> Schema:
+    """Validate a schema's REST JSON and return it as a `Schema`; raise `SchemaError` otherwise.
+    `for_write`: the schema is about to be created or updated (transform functions are checked)."""
     if not isinstance(data, dict):
         raise SchemaError(["The schema must be a JSON object"])
     problems: list[str] = []
@@ -248,14 +288,18 @@ def parse_schema(data: object) -> Schema:
                 if column not in seen:
                     problems.append(f"Primary key column '{column}' is not a column of the schema")
 
-    if problems:
-        raise SchemaError(problems)
-    return Schema(
+    schema = Schema(
         name=str(name),
         fields=tuple(fields),
         primary_key_columns=tuple(primary_keys),
         raw=copy.deepcopy(data),
     )
+    if for_write:
+        problems.extend(schema_transform_problems(schema))
+        problems.extend(default_value_problems(schema))  # Pinot: "Cannot convert value"
+    if problems:
+        raise SchemaError(problems)
+    return schema
 
 
 def schema_to_znrecord(schema: Schema) -> ZNRecord:

@@ -41,7 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tables.domain.names import schema_name_problem, table_name_problem
-from tables.domain.schema import FieldKind, Schema
+from tables.domain.schema import FieldKind, Schema, schema_transform_problems
 from tables.domain.stream_config import (
     LEGACY_STREAM_CONFIGS,
     OFFSET_RESET,
@@ -408,9 +408,14 @@ def _check_upsert_dedup(rest: dict[str, Any], schema: Schema | None, problems: l
 def _check_transforms(rest: dict[str, Any], schema: Schema | None, problems: list[str]) -> None:
     ingestion = rest.get(INGESTION_CONFIG)
     if not isinstance(ingestion, Mapping):
-        return
+        ingestion = {}
+    configs = ingestion.get("transformConfigs")
     columns = schema.column_names() if schema is not None else None
-    problems.extend(transform_config_problems(ingestion.get("transformConfigs"), columns))
+    problems.extend(transform_config_problems(configs, columns))
+    if schema is not None:  # the schema's own transformFunctions, where the table sets none
+        entries = configs if isinstance(configs, list) else []
+        own = [c.get("columnName") for c in entries if isinstance(c, Mapping)]
+        problems.extend(schema_transform_problems(schema, [c for c in own if isinstance(c, str)]))
     problems.extend(filter_config_problems(ingestion.get("filterConfig")))
     problems.extend(complex_type_problems(ingestion.get("complexTypeConfig")))
 

@@ -285,6 +285,10 @@ def _specs() -> dict[str, FunctionSpec]:
     add(("and",), range(2, MAX_LOGICAL_ARGS + 1), "logical")
     add(("or",), range(2, MAX_LOGICAL_ARGS + 1), "logical")
     add(("not",), [1], "logical")
+    add(("stPoint",), [2, 3], "geo")  # ST_Point, ST_point: the same canonical name
+    add(("toSphericalGeography",), [1], "geo")
+    add(("toGeometry",), [1], "geo")
+    add(("stAsText",), [1], "geo")
     return {canonical(name): spec for names, spec in specs for name in names}
 
 
@@ -437,8 +441,8 @@ COLLECTION_TO_JSON_MODES = ("NONE", "NON_PRIMITIVE", "ALL")
 
 def complex_type_problems(config: object) -> list[str]:
     """The problems of an `ingestionConfig.complexTypeConfig` the build cannot honour: shapes,
-    an unknown `collectionNotUnnestedToJson` mode, and `fieldsToUnnest` (not supported yet: an
-    unnested row has no offset of its own, which the ledger needs) and `prefixesToRename`."""
+    an unknown `collectionNotUnnestedToJson` mode, an empty name in `fieldsToUnnest` (honoured:
+    one row per element, each at its message's offset), and `prefixesToRename`."""
     if config is None:
         return []
     if not isinstance(config, Mapping):
@@ -446,15 +450,9 @@ def complex_type_problems(config: object) -> list[str]:
     problems: list[str] = []
     unnest = config.get("fieldsToUnnest")
     if unnest is not None and not (
-        isinstance(unnest, list) and all(isinstance(f, str) for f in unnest)
+        isinstance(unnest, list) and all(isinstance(f, str) and f for f in unnest)
     ):
         problems.append(f"{COMPLEX_WHERE}.fieldsToUnnest must be a list of field names")
-    elif unnest:
-        problems.append(
-            f"{COMPLEX_WHERE}.fieldsToUnnest {unnest} is not supported yet: the segment build "
-            "keeps one row per stream offset (flattening nested objects into "
-            "'parent<delimiter>child' columns and collectionNotUnnestedToJson are supported)"
-        )
     delimiter = config.get("delimiter")
     if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
         problems.append(f"{COMPLEX_WHERE}.delimiter must be a non-empty string")
@@ -465,5 +463,8 @@ def complex_type_problems(config: object) -> list[str]:
             f"{', '.join(COLLECTION_TO_JSON_MODES)}, not {mode!r}"
         )
     if config.get("prefixesToRename"):
-        problems.append(f"{COMPLEX_WHERE}.prefixesToRename is not supported by the segment build")
+        problems.append(
+            f"{COMPLEX_WHERE}.prefixesToRename is not supported by the segment build: name the "
+            "schema columns by their flattened names ('parent<delimiter>child') instead"
+        )
     return problems

@@ -8,13 +8,19 @@ them:
   discovery gives its rows their index (no per-input plan, no path strings to match); small
   staging files (at most `SMALL_INPUT_BYTES`) are copied with pyarrow into one file whose rows
   carry their index (opening many small files costs Spark more than reading their rows);
-- the rows are decoded and transformed (`tables.segments.frames`), each with its time key (the
-  time column's epoch millis, Spark's parsing) and whether it has a problem; the job counts rows
-  with problems as an observed metric (no pass of its own);
+- the rows are decoded and transformed (`tables.segments.frames`), filtered, then given Pinot's
+  default null values (`tables.segments.null_values`, after the filter as Pinot's
+  NullValueTransformer), each with its time key (the time column's epoch millis, Spark's
+  parsing) and whether it has a problem; the job counts rows with problems as an observed metric
+  (no pass of its own);
 - with a row filter (`ingestionConfig.filterConfig`), each row also carries whether the filter
   drops it (`FILTERED`); dropped rows never reach a segment: their offsets, per index, are
   `GroupOutput.filtered` (ascending), for the segment to declare them (the ledger excuses
   exactly those offsets), and their problems are not counted;
+- with `complexTypeConfig.fieldsToUnnest` (`GroupPlan.unnest`), a message gives one or more rows
+  (`tables.segments.complex_types`), each with `frames.UNNEST_KEY`, the last sort key; an offset
+  is in `GroupOutput.filtered` only when the filter dropped every row of it, and
+  `GroupOutput.filtered_rows` counts the dropped rows;
 - `collect=True`: the rows come back to the driver as Arrow (`DataFrame.toArrow`, no shuffle) and
   are sorted there by index, time key (nulls last) and offset (pyarrow), one table per index
   (`GroupOutput.tables`); `collect=False` (one input, too large to hold in the driver): Spark sorts
@@ -35,7 +41,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tables.domain.schema import FieldSpec, Schema
-from tables.segments import frames
+from tables.segments import frames, null_values
 from tables.segments.errors import BuildError
 from tables.segments.transforms import (
     ComplexTypes,
@@ -105,6 +111,8 @@ class GroupPlan:
     time_format: TimeFormat | None
     row_filter: RowFilter | None = None
     complex_types: ComplexTypes | None = None
+    unnest: tuple[str, ...] = ()  # complexTypeConfig.fieldsToUnnest, sorted (complex_types)
+    nullable: frozenset[str] = frozenset()  # columns whose nulls are kept (null_values)
 
 
 @dataclass
@@ -118,6 +126,7 @@ class GroupOutput:
     incomplete: dict[int, frames.Incomplete] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     filtered: dict[int, list[int]] = field(default_factory=dict)  # offsets the filter dropped
+    filtered_rows: dict[int, int] = field(default_factory=dict)  # rows it dropped (unnesting)
 
 
 def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
@@ -157,6 +166,7 @@ class _Pipeline:
     output: frames.Stage  # -> index, segment columns, offset, time key, flagged
     keys: list[Column]  # the sort
     flagged: Column  # the observed count
+    nulls: null_values.NullStage  # Pinot's default null values, after the transforms and filter
 
 
 _pipelines: dict[tuple[str, str], _Pipeline] = {}  # by Spark application id and plan
@@ -166,6 +176,11 @@ def _time_key(plan: GroupPlan) -> Column:
     if plan.time_spec is None:
         return F.lit(None).cast("bigint")
     return frames.time_millis(plan.time_spec, plan.time_format).cast("bigint")
+
+
+def _unnest_key(plan: GroupPlan) -> list[str]:
+    """`[UNNEST_KEY]` when the plan unnests (its rows' order within an offset), else none."""
+    return [frames.UNNEST_KEY] if plan.unnest and plan.complex_types is not None else []
 
 
 def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
@@ -179,9 +194,11 @@ def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
     if plan.row_filter is not None:
         sources = list(dict.fromkeys([*sources, *plan.row_filter.sources]))
     carry = [INDEX_COLUMN]
+    decoding = frames.decode_stages(plan.schema, sources, carry, plan.complex_types, plan.unnest)
+    carry += _unnest_key(plan)  # unnesting: each row's element positions, from decoding on
     stages = [
         [F.col("offset"), F.col("value"), index],
-        *frames.decode_stages(plan.schema, sources, carry, plan.complex_types),
+        *decoding,
         *frames.transform_stages(plan.transforms, plan.schema, carry),
     ]
     if plan.row_filter is not None:
@@ -196,14 +213,19 @@ def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
         _time_key(plan).alias(TIME_KEY),
         F.col(FLAGGED),
         filtered.alias(FILTERED),
+        *[F.col(c) for c in _unnest_key(plan)],
     ]
     keys = [
         F.col(INDEX_COLUMN).asc(),
         F.col(TIME_KEY).asc_nulls_last(),
         F.col(frames.OFFSET_COLUMN).asc(),
+        *[F.col(c).asc() for c in _unnest_key(plan)],
     ]
     flagged = F.count_if(F.col(FLAGGED) & ~filtered).alias("flagged")
-    built = _Pipeline(stages, output, keys, flagged)
+    nulls = null_values.null_value_stage(
+        plan.schema, plan.time_spec, plan.time_format, plan.nullable
+    )
+    built = _Pipeline(stages, output, keys, flagged, nulls)
     if key:
         _pipelines[(app, key)] = built
     return built
@@ -233,9 +255,11 @@ def _flagged(observation: Observation) -> int | None:
 
 
 def _sort(table: pa.Table) -> pa.Table:
-    """Spark's order of the rows (index, time key with nulls last, offset), in the driver: a total
-    order, since offsets are unique within an index."""
+    """Spark's order of the rows (index, time key with nulls last, offset, and the element
+    positions when unnesting), in the driver: a total order, since (offset, positions) are unique
+    within an index."""
     keys = [INDEX_COLUMN, TIME_KEY, frames.OFFSET_COLUMN]
+    keys += [frames.UNNEST_KEY] if frames.UNNEST_KEY in table.column_names else []
     return table.sort_by([(key, "ascending", "at_end") for key in keys])
 
 
@@ -252,44 +276,66 @@ def _split(table: pa.Table, indices: Sequence[int]) -> dict[int, pa.Table]:
     return {index: found.get(index, empty) for index in indices}
 
 
-def _drop_filtered(table: pa.Table) -> tuple[pa.Table, dict[int, list[int]]]:
-    """The rows the filter keeps, and the offsets it dropped per index (ascending)."""
+def _pairs(table: pa.Table) -> list[tuple[int, int]]:
+    columns = [
+        table.column(INDEX_COLUMN).to_pylist(),
+        table.column(frames.OFFSET_COLUMN).to_pylist(),
+    ]
+    return [(int(index), int(offset)) for index, offset in zip(*columns, strict=True)]
+
+
+def _drop_filtered(table: pa.Table) -> tuple[pa.Table, dict[int, list[int]], dict[int, int]]:
+    """The rows the filter keeps, the offsets it dropped per index (ascending: those without a
+    row left, as an unnested message can lose some of its rows only), and the rows it dropped."""
     dropped_mask = table.column(FILTERED)
     if not pc.any(dropped_mask).as_py():
-        return table, {}
-    dropped = table.filter(dropped_mask).select([INDEX_COLUMN, frames.OFFSET_COLUMN])
-    offsets: dict[int, list[int]] = {}
-    for index, offset in zip(
-        dropped.column(INDEX_COLUMN).to_pylist(),
-        dropped.column(frames.OFFSET_COLUMN).to_pylist(),
-        strict=True,
-    ):
-        offsets.setdefault(int(index), []).append(int(offset))
+        return table, {}, {}
     kept = table.filter(pc.invert(dropped_mask))
-    return kept, {index: sorted(found) for index, found in offsets.items()}
+    unnested = frames.UNNEST_KEY in table.column_names
+    left = set(_pairs(kept)) if unnested else set()
+    offsets: dict[int, list[int]] = {}
+    rows: dict[int, int] = {}
+    for index, offset in _pairs(table.filter(dropped_mask)):
+        rows[index] = rows.get(index, 0) + 1
+        if (index, offset) not in left:
+            offsets.setdefault(index, []).append(offset)
+    return kept, {i: _ascending(found, unnested) for i, found in offsets.items()}, rows
 
 
-def _drop_filtered_file(part: Path, target: Path) -> tuple[Path, list[int]]:
-    """`part` without the rows the filter dropped (a new file beside it when some were), and
-    their offsets (ascending)."""
+def _ascending(offsets: list[int], unnested: bool) -> list[int]:
+    """Dropped offsets, ascending; distinct when unnesting (else a repeat stays, for the checks
+    of `tables.segments.finish`)."""
+    return sorted(set(offsets) if unnested else offsets)
+
+
+def _drop_filtered_file(part: Path, target: Path) -> tuple[Path, list[int], int]:
+    """`part` without the rows the filter dropped (a new file beside it when some were), the
+    offsets it dropped (ascending; without a row left, see `_drop_filtered`), and the rows."""
     handle = pq.ParquetFile(part)
     offsets: list[int] = []
+    left: set[int] = set()
+    unnested = False
     writer: pq.ParquetWriter | None = None
     try:
         for batch in handle.iter_batches(batch_size=64_000):
             table = pa.Table.from_batches([batch])
             mask = table.column(FILTERED)
             offsets += table.filter(mask).column(frames.OFFSET_COLUMN).to_pylist()
+            kept = table.filter(pc.invert(mask))
+            unnested = frames.UNNEST_KEY in table.column_names
+            if unnested:
+                left.update(kept.column(frames.OFFSET_COLUMN).to_pylist())
             if writer is None:
                 writer = pq.ParquetWriter(target, table.schema)
-            writer.write_table(table.filter(pc.invert(mask)))
+            writer.write_table(kept)
     finally:
         if writer is not None:
             writer.close()
-    if not offsets or writer is None:
+    rows, offsets = len(offsets), _ascending([o for o in offsets if o not in left], unnested)
+    if not rows or writer is None:
         target.unlink(missing_ok=True)
-        return part, sorted(offsets)
-    return target, sorted(offsets)
+        return part, offsets, rows
+    return target, offsets, rows
 
 
 def _size(path: Path) -> int:
@@ -305,9 +351,11 @@ def run_group(
     scratch: Path,
     collect: bool = True,
     plan_key: str = "",
+    created: Mapping[int, int] | None = None,
 ) -> GroupOutput:
     """Decode, transform and sort the rows of every input in one job (module docstring).
-    `plan_key`: a text that identifies `plan` (its expressions are cached under it)."""
+    `plan_key`: a text that identifies `plan` (its expressions are cached under it); `created`:
+    each index's segment creation time (the time column's "now", `tables.segments.null_values`)."""
     if not collect and len(inputs) != 1:
         raise ValueError("only a group of one input is written to an intermediate file")
     started = time.monotonic()
@@ -316,11 +364,16 @@ def run_group(
     input_dir = scratch / f"input-{uuid.uuid4().hex}"
     _place_inputs(inputs, input_dir)
     observation = Observation(f"segment-build-{uuid.uuid4().hex}")
-    decoded = _decoded(spark, pipeline, input_dir).observe(observation, pipeline.flagged)
+    decoded = null_values.apply_null_values(
+        _decoded(spark, pipeline, input_dir),
+        pipeline.nulls,
+        null_values.created_millis(created or {}, F.col(INDEX_COLUMN)),
+    ).observe(observation, pipeline.flagged)
     indices = [index for index, _ in inputs]
     output = GroupOutput()
     if collect:
-        rows, output.filtered = _drop_filtered(decoded.select(*pipeline.output).toArrow())
+        collected = decoded.select(*pipeline.output).toArrow()
+        rows, output.filtered, output.filtered_rows = _drop_filtered(collected)
         output.tables = _split(_sort(rows), indices)
     else:
         spread = sum(_size(Path(source)) for _, source in inputs) > SHUFFLE_ABOVE_BYTES
@@ -331,10 +384,14 @@ def run_group(
         if len(parts) > 1:
             raise BuildError(f"Spark wrote {len(parts)} files instead of one in {target}")
         if parts and plan.row_filter is not None:
-            kept, dropped = _drop_filtered_file(parts[0], scratch / f"kept-{uuid.uuid4().hex}")
+            kept, dropped, count = _drop_filtered_file(
+                parts[0], scratch / f"kept-{uuid.uuid4().hex}"
+            )
             parts = [kept]
             if dropped:
                 output.filtered = {indices[0]: dropped}
+            if count:
+                output.filtered_rows = {indices[0]: count}
         if parts:  # none: no rows
             output.files = {indices[0]: parts[0]}
     output.seconds["spark"] = round(time.monotonic() - started, 3)

@@ -36,16 +36,24 @@ Contract of a build:
   except the rows `ingestionConfig.filterConfig` drops: counted in `filtered_rows` (Pinot's
   realtimeRowsFiltered) and declared by the segment (`FILTERED_OFFSETS_FILE` of
   `tables.domain.ledger`), so that the ledger excuses exactly those offsets.
-  `ingestionConfig.complexTypeConfig` is honoured while decoding (`tables.segments.complex_types`).
-  Offsets must be unique and inside `[start_offset, end_offset)`, else `BuildError`.
-- Configuration problems (schema, table config, unsupported transform or time format) raise
-  `BuildError` before any data is read.
+  `ingestionConfig.complexTypeConfig` is honoured while decoding (`tables.segments.complex_types`);
+  with `fieldsToUnnest` an input row becomes one or more rows, all at its offset (`total_docs`
+  counts rows, as Pinot), and the segment declares it (`UNNEST_FILE` of `tables.domain.ledger`)
+  so that the ledger counts offsets, not rows, for it (the filter then declares an offset only
+  when it dropped every row of it). Input offsets must be unique and inside
+  `[start_offset, end_offset)`, else `BuildError` (unnested rows share theirs).
+- A missing, null or bad value is then stored as its column's default null value, as Pinot's
+  NullValueTransformer (`tables.segments.null_values`: the time column's "now" is the request's
+  creation time; with null handling enabled, the Parquet null is kept as the null value vector).
+- Configuration problems (schema, table config, unsupported transform or time format, a
+  `defaultNullValue` that does not convert) raise `BuildError` before any data is read.
 - Jobs: Spark decodes, transforms and sorts the rows, one job per group of items (same schema and
   transforms, estimated rows within `COLLECT_MAX_BYTES`: they come back to the driver as Arrow;
   a larger segment has a job of its own and is streamed from a file), and one more only when some
   row has a problem (count and sample them). The driver writes each segment's files
   (`tables.segments.finish`), statistics included (`tables.segments.arrow_stats`).
-- Determinism: rows are sorted by the time column's millis then offset; `data.parquet` is written
+- Determinism: rows are sorted by the time column's millis then offset (then, when unnesting, by
+  their element positions); `data.parquet` is written
   by pyarrow (`tables.segments.data_file`: fixed row groups and options), so the same rows give
   the same bytes whether the segment was built alone or in a batch, from staging or from the
   stream, by any process (for one pyarrow version); the CRC is `zlib.crc32` of `data.parquet`
@@ -74,9 +82,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import tables.streams
+from tables.domain.null_values import default_value_problems, nullable_columns
 from tables.domain.schema import Schema, SchemaError, parse_schema
 from tables.domain.table_config import TableConfigError, parse_table_config
 from tables.segments.batch import GroupOutput, GroupPlan, run_group
+from tables.segments.complex_types import unnest_fields
 from tables.segments.errors import BuildError, DataLoss
 from tables.segments.finish import INDEX_VERSION, BuildRequest, BuildResult, finish
 from tables.segments.segment_format import read_segment
@@ -178,7 +188,13 @@ def _plan(spark: SparkSession, request: BuildRequest) -> GroupPlan:
         patterns.append(time_format.pattern)
     for pattern in dict.fromkeys(patterns):
         _check_pattern(spark, pattern)
-    return GroupPlan(schema, transforms, time_spec, time_format, row_filter, complex_types)
+    unnest = unnest_fields(ingestion.get("complexTypeConfig")) if complex_types else ()
+    if problems := default_value_problems(schema):
+        raise BuildError(f"cannot build {name}: {'; '.join(problems)}")
+    nullable = nullable_columns(schema, request.table_config)
+    return GroupPlan(
+        schema, transforms, time_spec, time_format, row_filter, complex_types, unnest, nullable
+    )
 
 
 def _group_key(plan: GroupPlan) -> str:
@@ -190,6 +206,8 @@ def _group_key(plan: GroupPlan) -> str:
             plan.time_spec.name if plan.time_spec else None,
             plan.row_filter.expression if plan.row_filter else None,
             plan.complex_types.__dict__ if plan.complex_types else None,
+            plan.unnest,
+            sorted(plan.nullable),
         ],
         sort_keys=True,
         default=str,
@@ -255,7 +273,9 @@ def build_batch(
     scratch_dir = Path(scratch_dir)
     for plan, indices, collect in _jobs(items, plans):
         pairs = [(i, inputs[i]) for i in indices]
-        for index, output in _run(spark, plan, pairs, scratch_dir, collect, _group_key(plan)):
+        created = {i: items[i].request.creation_time_ms for i in indices}
+        key = _group_key(plan)
+        for index, output in _run(spark, plan, pairs, scratch_dir, collect, key, created):
             item = items[index]
             try:
                 if isinstance(output, Exception):
@@ -283,17 +303,19 @@ def _run(
     scratch_dir: Path,
     collect: bool,
     key: str,
+    created: Mapping[int, int],
 ) -> list[tuple[int, GroupOutput | Exception]]:
     """The job's rows, per input; when a shared job fails, each input alone."""
     scratch = scratch_dir / f"job-{uuid.uuid4().hex}"
     try:
-        output = run_group(spark, plan, inputs, scratch, collect, key)
+        output = run_group(spark, plan, inputs, scratch, collect, key, created)
         return [(index, output) for index, _ in inputs]
     except Exception as exc:
         if len(inputs) == 1:
             return [(inputs[0][0], _as_build_error(exc))]
         log.warning("a batch of %d builds failed (%s); building them one by one", len(inputs), exc)
-    return [pair for one in inputs for pair in _run(spark, plan, [one], scratch_dir, collect, key)]
+    alone = [_run(spark, plan, [one], scratch_dir, collect, key, created) for one in inputs]
+    return [pair for outcomes in alone for pair in outcomes]
 
 
 def _as_build_error(exc: Exception) -> Exception:

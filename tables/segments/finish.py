@@ -14,6 +14,11 @@ batches) and:
   segment also holds `FILTERED_OFFSETS_FILE` (their offsets as "s-e,s-e" ranges, the ledger's
   format) and `BuildResult.filtered_rows` counts them; their offsets must be distinct, inside
   the request's range, and no more than the offsets its rows leave (`BuildError`).
+- with `complexTypeConfig.fieldsToUnnest` (`GroupPlan.unnest`) an offset may hold several rows:
+  the segment declares it with `UNNEST_FILE` (the fields, one a line); repeated offsets are then
+  allowed, but not two rows with the same offset and element positions (a repeated input);
+  `total_docs` counts rows (Pinot's), `filtered_rows` the rows the filter dropped and
+  `FILTERED_OFFSETS_FILE` only the offsets it left without any row.
 Pure pyarrow and the standard library: it runs in the driver.
 """
 
@@ -33,7 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tables.domain.ledger import FILTERED_OFFSETS_FILE, format_offset_ranges, offset_runs
+from tables.domain.ledger import (
+    FILTERED_OFFSETS_FILE,
+    UNNEST_FILE,
+    format_offset_ranges,
+    offset_runs,
+)
 from tables.segments import arrow_stats, frames
 from tables.segments.batch import TIME_KEY, GroupOutput, GroupPlan
 from tables.segments.data_file import ROW_GROUP_ROWS, DataFileWriter, arrow_schema
@@ -169,8 +179,21 @@ def _write_data(
     return low, high
 
 
+def _repeats(output: GroupOutput, index: int) -> bool:
+    """Whether two unnested rows have the same offset and element positions: their input
+    repeated an offset."""
+    keys = [frames.OFFSET_COLUMN, frames.UNNEST_KEY]
+    if index in output.tables and frames.UNNEST_KEY in output.tables[index].column_names:
+        rows = output.tables[index].select(keys)
+    elif index in output.files and frames.UNNEST_KEY in pq.read_schema(output.files[index]).names:
+        rows = pq.read_table(output.files[index], columns=keys)
+    else:
+        return False
+    return rows.group_by(keys).aggregate([]).num_rows != rows.num_rows
+
+
 def _declare_filtered(
-    request: BuildRequest, offsets: list[int], total_docs: int, segment_dir: Path
+    request: BuildRequest, offsets: list[int], held_offsets: int, segment_dir: Path
 ) -> None:
     """Write the offsets the filter dropped (ascending) as ranges; BuildError when they are not
     distinct offsets of the request's range."""
@@ -179,7 +202,7 @@ def _declare_filtered(
         request.start_offset <= offsets[0] and offsets[-1] < request.end_offset
     ):
         raise BuildError(f"{name}: the offsets the filter dropped repeat or leave the range")
-    if len(offsets) + total_docs > request.end_offset - request.start_offset:
+    if len(offsets) + held_offsets > request.end_offset - request.start_offset:
         raise BuildError(f"{name}: more rows and dropped rows than offsets")
     text = format_offset_ranges(offset_runs(offsets))
     (segment_dir / FILTERED_OFFSETS_FILE).write_text(text, encoding="ascii")
@@ -215,7 +238,8 @@ def finish(
         stats = arrow_stats.file_stats(data_path, plan.schema)
     phases["write_and_stats"] = round(time.monotonic() - mark, 3)
     mark = time.monotonic()
-    if stats.distinct_offsets != stats.total_docs:
+    repeated = stats.distinct_offsets != stats.total_docs and not plan.unnest
+    if repeated or _repeats(output, index):
         raise BuildError(f"{name}: the input repeats offsets (every offset must appear once)")
     if stats.total_docs and not (
         request.start_offset <= stats.min_offset and stats.max_offset < request.end_offset
@@ -230,7 +254,9 @@ def finish(
     )
     filtered = output.filtered.get(index, [])
     if filtered:
-        _declare_filtered(request, filtered, stats.total_docs, segment_dir)
+        _declare_filtered(request, filtered, stats.distinct_offsets, segment_dir)
+    if plan.unnest:  # several rows per offset are this segment's own (see the ledger)
+        (segment_dir / UNNEST_FILE).write_text("".join(f + "\n" for f in plan.unnest), "utf-8")
     incomplete = output.incomplete.get(index, frames.Incomplete(0, {}, []))
     crc = _crc32(data_path)
     metadata = _metadata(request, plan, stats, start_ms, end_ms)
@@ -264,5 +290,5 @@ def finish(
         min_offset=stats.min_offset,
         max_offset=stats.max_offset,
         phase_seconds=phases,
-        filtered_rows=len(filtered),
+        filtered_rows=output.filtered_rows.get(index, len(filtered)),
     )

@@ -18,7 +18,8 @@ wins) and cast to the column's Spark type (`spark_type`):
 A multi-value field (singleValueField false) becomes an array of that type; a single JSON value for
 it becomes a one-element array. A missing field or JSON null is simply null (not a problem).
 
-Bad rows. No row is ever dropped: every input row is exactly one output row. A value that does not
+Bad rows. No row is ever dropped: every input row is exactly one output row (with fieldsToUnnest
+one or more, see below). A value that does not
 fit its column becomes null and the row records a problem `(column, raw text)` in `__problems`
 (and `__flagged` is true: the cheap form, when only rows with problems are counted); a
 message that is not a JSON object records the problem under the column name `MESSAGE_COLUMN` and
@@ -30,7 +31,9 @@ Pinot's ComplexTypeTransformer before any transform (`tables.segments.complex_ty
 only when that is absent); collectionNotUnnestedToJson `NON_PRIMITIVE` (Pinot's default) gives a
 multi-value column an array of objects or arrays as one JSON text, `ALL` gives it every array as
 one JSON text, `NONE` gives a single-value column the only element of a one-element array. (A
-single-value column always gets a collection as its JSON text.)
+single-value column always gets a collection as its JSON text.) fieldsToUnnest
+(`decode_stages(..., unnest=...)`): one row per element (the cross product for several fields),
+each with its message's `__offset` and its element positions in `UNNEST_KEY`.
 
 Filter (`filter_stage`, `ingestionConfig.filterConfig`, applied after the transforms as in Pinot):
 `FILTERED_COLUMN` (`__filtered`) is true for a row the filter function drops. Its columns read the
@@ -74,6 +77,7 @@ __all__ = [
     "OFFSET_COLUMN",
     "PROBLEMS_COLUMN",
     "RAW_COLUMN",
+    "UNNEST_KEY",
     "ColumnStats",
     "Incomplete",
     "Summary",
@@ -100,6 +104,7 @@ RAW_COLUMN = "__raw"
 PROBLEMS_COLUMN = "__problems"
 FLAGGED_COLUMN = "__flagged"
 FILTERED_COLUMN = "__filtered"
+UNNEST_KEY = ct.UNNEST_KEY  # with fieldsToUnnest: a row's element positions (its order)
 MESSAGE_COLUMN = "(message)"
 MAX_SAMPLES = 10
 _SAMPLE_CHARS = 200
@@ -216,16 +221,19 @@ def decode_stages(
     extra_fields: Iterable[str] = (),
     carry: Sequence[str] = (),
     complex_types: ComplexTypes | None = None,
+    unnest: Sequence[str] = (),
 ) -> list[Stage]:
     """The selects of `decode`, as column expressions: they name columns only, so one list serves
-    any DataFrame of `(offset, value, *carry)` rows (build it once, apply it with `run_stages`)."""
+    any DataFrame of `(offset, value, *carry)` rows (build it once, apply it with `run_stages`).
+    `unnest` (with `complex_types`): fieldsToUnnest, sorted; the output also has `UNNEST_KEY`."""
     names = list(dict.fromkeys([*schema.column_names(), *extra_fields]))
     if not names:
         raise ValueError(f"schema {schema.name!r} has no columns to decode")
     read = names
+    unnest = tuple(unnest) if complex_types is not None else ()
     if complex_types is not None:
-        heads = [n.split(complex_types.delimiter)[0] for n in names]
-        read = list(dict.fromkeys([*names, *(h for h in heads if h)]))
+        heads = [n.split(complex_types.delimiter)[0] for n in [*names, *unnest]]
+        read = list(dict.fromkeys([*names, *unnest, *(h for h in heads if h)]))
     corrupt = _unused_name("_corrupt_record", read)
     fields = [T.StructField(name, T.StringType(), True) for name in read]
     json_schema = T.StructType([*fields, T.StructField(corrupt, T.StringType(), True)])
@@ -241,6 +249,11 @@ def decode_stages(
     # Not an object: not JSON at all, or a JSON scalar or array (from_json: the corrupt-record
     # field holds the text), or no text (from_json: null).
     is_object = F.col("_parsed").isNotNull() & F.col("_parsed").getField(corrupt).isNull()
+    exploded: list[Stage] = []  # unnesting: one row per element (tables.segments.complex_types)
+    if unnest and complex_types is not None:
+        keep = [OFFSET_COLUMN, *carry, "_text"]
+        exploded = ct.unnest_stages("_parsed", unnest, complex_types.delimiter, keep)
+        kept = [*kept, F.col(UNNEST_KEY)]
     parsed = F.col("_parsed")
     if complex_types is None:
         raw = F.struct(*[parsed.getField(name).alias(name) for name in names])
@@ -248,7 +261,7 @@ def decode_stages(
         specs = {spec.name: spec for spec in schema.fields}
         values = []
         for name in names:
-            value = ct.nested_field(parsed, name, complex_types.delimiter)
+            value = ct.read_field(parsed, name, complex_types.delimiter, unnest)
             if name in specs:
                 value = ct.collection_text(value, specs[name], complex_types.to_json)
             values.append(value.alias(name))
@@ -277,7 +290,7 @@ def decode_stages(
         _compact(problems).alias(PROBLEMS_COLUMN),
         _any(conditions).alias(FLAGGED_COLUMN),
     ]
-    return [parse, stage, typing]
+    return [parse, *exploded, stage, typing]
 
 
 def run_stages(df: DataFrame, stages: Sequence[Stage]) -> DataFrame:
@@ -292,12 +305,14 @@ def decode(
     extra_fields: Iterable[str] = (),
     carry: Sequence[str] = (),
     complex_types: ComplexTypes | None = None,
+    unnest: Sequence[str] = (),
 ) -> DataFrame:
     """`(offset, value)` rows -> `__offset`, the `carry` columns unchanged, the typed schema
     columns, `__raw` (the raw text of every field read, for transforms), `__problems` and
     `__flagged` (whether the row has a problem: cheaper than `__problems` when only counted). One
-    output row per input row; each message is parsed once."""
-    return run_stages(df, decode_stages(schema, extra_fields, carry, complex_types))
+    output row per input row (`unnest`: one or more, with `UNNEST_KEY`); each message is parsed
+    once."""
+    return run_stages(df, decode_stages(schema, extra_fields, carry, complex_types, unnest))
 
 
 def _typed_scalar(value: tf.Value, data_type: str) -> Column:

@@ -36,6 +36,8 @@ Pinot's semantics (its scalar functions, `ArithmeticFunctions`, `StringFunctions
   evaluator nodes: three-valued (a null operand gives null unless the result is decided).
   A value is a boolean as `PinotDataType` reads one: numbers are true when not 0, text when it is
   "true" (any case) or "1".
+- Geospatial (`stPoint`, `toSphericalGeography`, `toGeometry`, `stAsText`): see
+  `tables.segments.geo_functions` (Pinot's serialized geometry bytes, as hex text).
 - `compile_filter(expr, field)`: whether a row is dropped by `filterConfig` (never null): only a
   true result drops it, as Pinot's FilterTransformer (null, false or any other value keep it).
 """
@@ -52,6 +54,7 @@ from pyspark.sql import types as T
 from tables.domain.transform_expr import Call, Expr, Literal
 from tables.domain.transform_expr import Column as ColumnRef
 from tables.segments.errors import BuildError
+from tables.segments.geo_functions import geo_call
 from tables.segments.spark_values import (
     ARRAY,
     BOOLEAN,
@@ -524,6 +527,9 @@ def _strict_call(key: str, args: list[Value], nodes: tuple[Expr, ...]) -> Value:
     epoch = _epoch_family(key, args)
     if epoch is not None:
         return Value(epoch, LONG)
+    geo = geo_call(key, args)  # stPoint, toSphericalGeography, toGeometry, stAsText
+    if geo is not None:
+        return geo
     return _time_or_json_call(key, args, nodes)
 
 

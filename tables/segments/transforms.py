@@ -8,6 +8,10 @@ Contract:
   (`tables.domain.transform_expr`: literals, column references, nested calls of the functions in
   its registry; names compare like Pinot's, case-insensitive, underscores ignored); Spark runs it
   through `tables.segments.transform_functions`. The destination must be a schema column.
+  Then, as Pinot's ExpressionTransformer, one `Transform` per schema field with a
+  `transformFunction` (`FieldSpec.transform_function`, Pinot's older form) whose column has no
+  entry in `configs` (the table's entry wins), in schema order; the same BuildError when one
+  cannot run.
 - `Transform.sources` are the input fields it reads, `Transform.patterns` the Spark date-time
   patterns it parses text with (checked against Spark before a build, see `builder._plan`).
 - `parse_filter_config(config)` reads `ingestionConfig.filterConfig` into a `RowFilter` (None
@@ -15,7 +19,7 @@ Contract:
   ("unsupported filter function ...") when the build cannot run it.
 - `parse_complex_type_config(config)` reads `ingestionConfig.complexTypeConfig` into a
   `ComplexTypes` (None when absent); BuildError for what the build cannot honour
-  (`transform_expr.complex_type_problems`: `fieldsToUnnest` among them).
+  (`transform_expr.complex_type_problems`: `prefixesToRename`, for one).
 - `spark_datetime_pattern(pattern)` turns a Java/Joda pattern into a Spark one for parsing. The
   only letters that mean something else in Spark are rewritten: Joda's `Z` accepts a literal "Z"
   as well as "+0000" when parsing, so `Z` becomes `XX` (and `ZZ` -> `XXX`, `ZZZ` -> `VV`); Joda's
@@ -159,7 +163,8 @@ def _parse_one(column: str, expression: str, schema: Schema) -> Transform:
 def parse_transforms(
     configs: Iterable[Mapping[str, Any]] | None, schema: Schema
 ) -> list[Transform]:
-    """Every transform of `configs`, in order; BuildError for the first one that cannot run."""
+    """Every transform of `configs`, in order, then the schema's own (see the module docstring);
+    BuildError for the first one that cannot run."""
     transforms: list[Transform] = []
     for index, entry in enumerate(configs or [], start=1):
         column = entry.get("columnName") if isinstance(entry, Mapping) else None
@@ -170,6 +175,10 @@ def parse_transforms(
                 "string 'columnName' and 'transformFunction'"
             )
         transforms.append(_parse_one(column, expression.strip(), schema))
+    configured = {t.column for t in transforms}
+    for spec in schema.fields:
+        if spec.transform_function is not None and spec.name not in configured:
+            transforms.append(_parse_one(spec.name, spec.transform_function.strip(), schema))
     return transforms
 
 

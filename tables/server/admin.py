@@ -10,7 +10,8 @@
 - `GET /debug/tables/{table}`: every replica this server holds for the table: `segmentName`,
   `currentState` (since `sinceMs`), and for a consumer its `phase` (CONSUMING, HOLDING,
   CATCHING_UP, COMMITTING, COMMITTED, KEPT, DISCARDED, STOPPED, ERROR), `rows`, `startOffset`,
-  `nextOffset`, `endReason`;
+  `nextOffset`, `endReason`, `holdReason` (why a HOLDING consumer does not ask: a build backing
+  off after a deterministic failure, with its next try; else null);
   `error` for a failed transition (like Pinot's server `/debug/tables/{table}`, this shape is ours).
 - `GET /metrics`: the Prometheus text of `metrics()` (built by the caller from `monitoring`).
 - `GET /health`: `OK` while the server runs, as Pinot's server answers.
@@ -112,6 +113,7 @@ def debug_info(instance: ServerInstance, table: str) -> list[dict[str, Any]] | N
                 startOffset=str(consumer.spec.start_offset),
                 nextOffset=str(consumer.next_offset),
                 endReason=consumer.end_reason,
+                holdReason=consumer.hold_reason,  # a held build's reason (issue 23), else None
             )
         out.append(item)
     return out

@@ -60,6 +60,14 @@ Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter
   renewed), so a test can hold a commit between commit start and commit end. The one-shot points
   `server.<instance_id>.upload_fails` and `server.any.upload_fails` (`faults.trip`) fail the
   upload of step 5.
+
+Build back-off (issue 23, `holds`: `tables.server.build_holds.BuildHolds`; None: off): before
+anything else (staging, commit start) the committer asks whether the segment's build is held
+(`tables.build_backoffs`: it failed deterministically under the same table config and schema, and
+its back-off is not over); a held build is a failed commit without a build, so neither
+`segmentBuildFailure` counter moves. A failed build is classified and a deterministic one recorded
+under the fingerprint read before the build; a successful build clears the record.
+`build_hold(spec)` is what the consumer asks after a failed commit: the hold to wait for, or None.
 """
 
 from __future__ import annotations
@@ -75,6 +83,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tables import faults
+from tables.domain.build_backoff import Hold, classify
 from tables.domain.completion_response import Response, Status
 from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, format_offset_ranges
 from tables.domain.names import raw_table_name
@@ -82,7 +91,8 @@ from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import CREATION_META, METADATA_FILE, read_metadata_files
 from tables.segments.staging import write_staging
 
-from .consumer import SegmentConsumer
+from .build_holds import BuildHolds
+from .consumer import ConsumingSegment, SegmentConsumer
 from .local_segments import LocalSegments
 from .protocol import MAX_SEGMENT_COMMIT_TIME_S, CompletionClient, SegmentFiles
 
@@ -135,6 +145,7 @@ class Committer:
         local: LocalSegments | None = None,
         peer_scheme: Callable[[str], str | None] = _no_peer_scheme,
         wait_next: Callable[[str, str], bool] = _no_wait,
+        holds: BuildHolds | None = None,
     ) -> None:
         """`local`: where the committer keeps its copies (default: `<work_dir>/segments`);
         `peer_scheme`: the table's `peerSegmentDownloadScheme` (None: none), asked only when an
@@ -154,11 +165,23 @@ class Committer:
             for who in ((instance_id, "any") if instance_id else ("any",))
         )
         self.build_failures: dict[tuple[str, int], int] = {}  # segmentBuildFailure per partition
+        self.holds = holds
 
     def __call__(self, consumer: SegmentConsumer, response: Response) -> bool:
-        if consumer.spec.pauseless:
-            return self._commit_pauseless(consumer, response)
-        return self._commit_blocking(consumer, response)
+        spec = consumer.spec
+        current = None
+        if self.holds is not None:
+            held, current = self.holds.check(spec.table, spec.segment)
+            if held is not None:
+                log.warning("%s: not building: %s", spec.segment, held.reason)
+                return False
+        if spec.pauseless:
+            return self._commit_pauseless(consumer, response, current)
+        return self._commit_blocking(consumer, response, current)
+
+    def build_hold(self, spec: ConsumingSegment) -> Hold | None:
+        """The hold on `spec`'s build now (module docstring), or None."""
+        return None if self.holds is None else self.holds.hold_of(spec.table, spec.segment)
 
     @contextmanager
     def _attempt(self, consumer: SegmentConsumer) -> Iterator[_Attempt]:
@@ -183,13 +206,17 @@ class Committer:
                 if attempt.kept and not spec.pauseless:
                     self.local.remove(spec.table, spec.segment)
 
-    def _commit_blocking(self, consumer: SegmentConsumer, response: Response) -> bool:
+    def _commit_blocking(
+        self, consumer: SegmentConsumer, response: Response, current: str | None = None
+    ) -> bool:
         spec = consumer.spec
         started = time.monotonic()
         with self._attempt(consumer) as attempt:
             try:
                 self._stage(consumer, attempt.store, attempt.staging_key)
-                outcome = self._build(consumer, response, attempt.staging_key, attempt.handover_key)
+                outcome = self._build(
+                    consumer, response, attempt.staging_key, attempt.handover_key, current=current
+                )
                 if outcome is None:
                     return False
                 params = _build_params(consumer, outcome, started)
@@ -205,7 +232,9 @@ class Committer:
                 attempt.refused = True
                 return False
 
-    def _commit_pauseless(self, consumer: SegmentConsumer, response: Response) -> bool:
+    def _commit_pauseless(
+        self, consumer: SegmentConsumer, response: Response, current: str | None = None
+    ) -> bool:
         spec = consumer.spec
         started = time.monotonic()
         start = self.client.segment_commit_start(
@@ -234,6 +263,7 @@ class Committer:
                     attempt.handover_key,
                     lease_from=started,
                     online_ends=False,
+                    current=current,
                 )
                 if outcome is None:
                     return False
@@ -348,11 +378,12 @@ class Committer:
         output_key: str,
         lease_from: float | None = None,
         online_ends: bool = True,
+        current: str | None = None,
     ) -> dict[str, Any] | None:
         """Run the build (its tar published at `output_key`), renewing the lease (counted from
         the `time.monotonic()` `lease_from`, default now); the build's outcome, or None when given
         up. `online_ends`: the replica going ONLINE ends the wait (blocking mode: somebody else
-        committed)."""
+        committed). `current`: the fingerprint a deterministic failure is recorded under."""
         spec = consumer.spec
         offset = consumer.next_offset
         handle = self.submit_build(
@@ -388,8 +419,16 @@ class Committer:
         if not handle.successful():
             key = (spec.table, spec.partition)
             self.build_failures[key] = self.build_failures.get(key, 0) + 1
-            log.error("%s: build failed: %s", spec.segment, handle.get(propagate=False))
+            error = handle.get(propagate=False)
+            kind = (
+                classify(type(error).__name__, str(error))
+                if self.holds is None
+                else self.holds.failed(spec.table, spec.segment, current, error)
+            )
+            log.error("%s: build failed: %s [%s]", spec.segment, error, kind)
             return None
+        if self.holds is not None:
+            self.holds.succeeded(spec.table, spec.segment)
         return dict(handle.get(timeout=10))
 
 

@@ -8,7 +8,11 @@ Contract:
   an `array`, the bytes as one tuple per fetch (CPython's garbage collector stops tracking a tuple
   of bytes, so its full collections never walk the rows a consumer holds: with 400k rows of ~3.7 KB
   held, each walk took ~0.1 s); `pairs()` gives them back as (offset, bytes).
-- After a failed commit it waits 2, 4, 8... up to 30 s before asking again.
+- After a failed commit it waits 2, 4, 8... up to 30 s before asking again, unless the commit
+  callable's `build_hold(spec)` (the committer's: `tables.server.committer`) names a hold on the
+  segment's build (a deterministic build failure backing off, issue 23): then it stays HOLDING,
+  with `hold_reason` saying why and until when, and asks the controller nothing until the hold
+  ends, is cleared or the table config changes (asked again every `BUILD_HOLD_RECHECK_S`).
 - At the end criteria (`tables.domain.segment_states.EndCriteria`, or a force commit) it runs the
   completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s);
   CATCH_UP -> consume exactly up to the given offset and ask again, giving up after `catch_up_s`
@@ -90,6 +94,7 @@ MAX_HOLD_S = 3.0
 CATCH_UP_S = (MAX_TIME_TO_NOTIFY_WINNER_MS + DEFAULT_COMMIT_TIMEOUT_MS) / 1000
 FETCH_BACKOFF_CAP_S = 5.0
 FETCH_LOG_EVERY_S = 60.0
+BUILD_HOLD_RECHECK_S = 5.0  # a held build's consumer looks for a cleared record this often
 HELD_POLL_S = 0.1  # how often a consumer held by fault injection looks again
 _RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
 _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
@@ -215,6 +220,7 @@ class SegmentConsumer:
         self.last_rows_ms: int | None = None  # ... and of the latest one
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
+        self.hold_reason: str | None = None  # why a HOLDING consumer does not ask (build back-off)
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
         self.latest_at_start: int | None = None  # the stream's latest offset at the first fetch
         self._latest_read = False
@@ -484,6 +490,8 @@ class SegmentConsumer:
                     return
                 self.phase = Phase.HOLDING
                 failed_commits += 1
+                if self._wait_build_hold():
+                    continue
                 # A build that keeps failing must not spin: back off up to 30 s between commits.
                 self._wakeup.wait(min(2.0**failed_commits, 30.0))
                 self._wakeup.clear()
@@ -498,6 +506,24 @@ class SegmentConsumer:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway
             self._wakeup.wait(self.hold_s)
             self._wakeup.clear()
+
+    def _wait_build_hold(self) -> bool:
+        """After a failed commit: wait while the segment's build is held (module contract),
+        without asking the controller; True when it was held."""
+        ask = getattr(self._commit, "build_hold", None)
+        hold = ask(self.spec) if ask is not None else None
+        if hold is None:
+            return False
+        log.warning("%s: holding without asking: %s", self.spec.segment, hold.reason)
+        while hold is not None and not self._stop.is_set() and not self._online.is_set():
+            self.hold_reason = hold.reason
+            self._refresh_latest()
+            left = hold.until_ms / 1000 - self.clock()
+            self._wakeup.wait(max(0.0, min(left, BUILD_HOLD_RECHECK_S)))
+            self._wakeup.clear()
+            hold = ask(self.spec)
+        self.hold_reason = None
+        return True
 
     def wait(self, seconds: float, online_ends: bool = True) -> bool:
         """Sleep up to `seconds`; True when stopped meanwhile or (`online_ends`) the replica went

@@ -76,6 +76,7 @@ from tables.zk.participants import register_participant, session_id_of
 from tables.zk.records import create_record, update_record
 from tables.zk.watches import watch_children, watch_data
 
+from .build_holds import BuildHolds
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from .enablement import InstanceEnablement
@@ -135,6 +136,7 @@ class ServerInstance:
             local=self.local,
             peer_scheme=self._peer_scheme,
             wait_next=self.starts.wait_after,
+            holds=BuildHolds(ctx, instance_id),  # the build back-off (issue 23)
         )
         self.session: str | None = None
         self.stats: dict[tuple[str, int], PartitionStats] = {}

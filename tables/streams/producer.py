@@ -286,9 +286,16 @@ def synthetic_rows(
     rng: random.Random | None = None,
     skip: Iterable[str] = (),
 ) -> Iterator[SourceRow]:
-    """Endless rows for a Pinot schema; the fields in `skip` are left out (the key, for one)."""
+    """Endless rows for a Pinot schema; the fields in `skip` are left out (the key, for one),
+    and so are the fields the ingestion derives (a field spec with a `transformFunction`)."""
     rng = rng or random.Random()
     skipped = set(skip)
+    skipped.update(
+        spec["name"]
+        for kind in ("dimensionFieldSpecs", "metricFieldSpecs", "dateTimeFieldSpecs")
+        for spec in schema.get(kind) or []
+        if spec.get("transformFunction")
+    )
     plain = [
         (spec["name"], _generator(spec.get("dataType", "STRING"), spec["name"]), spec)
         for kind in ("dimensionFieldSpecs", "metricFieldSpecs")

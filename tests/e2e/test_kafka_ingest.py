@@ -9,13 +9,18 @@ every table is created and fed before the first test, so they all consume at onc
 
 Each topic is created on the mock first (the mock has no Admin API) with `PARTITIONS` partitions,
 then `manage.py produce --stream kafka` writes the folder's rows for the table when it has them
-(githubEvents, dailySales), else `GENERATED_ROWS` rows generated from its schema. Segments commit
-through the completion protocol: githubEvents fills its 100-row segments, and a force commit
-commits every table's consuming segments once their consumers have read every row. Each test
-ends with `verify_ledger --rows` over its table: every produced Kafka offset (from 0) in exactly
-one committed segment built by Spark (airlineStats and dailySales through their epoch
-transforms, `fromEpochDays` and `toEpochDays`). A case fails at the first "build failed" a server
-logs for its table.
+(githubEvents, dailySales), else `GENERATED_ROWS` rows generated from its schema (a field the
+ingestion derives, one with a schema `transformFunction`, is left out), in two halves: each
+half reaches every partition (the keys, 0, 1, ..., pick the partitions), and once the consumers
+have read it, a force commit commits every table's consuming segments (the config's flush
+thresholds stay as written: githubEvents also fills its 100-row segments). The halves of every
+table go at once (`ingested`), so each partition has at least two DONE segments that hold rows.
+Each test then checks that, and ends with `verify_ledger --rows` over its table: every produced
+Kafka offset (from 0) in exactly one committed segment built by Spark (airlineStats and
+dailySales through their epoch transforms, `fromEpochDays` and `toEpochDays`; meetupRsvp and
+upsertMeetupRsvp through their schema's `toSphericalGeography(stPoint(group_lon,group_lat))`,
+whose `location` bytes in a committed segment are checked against Pinot's serialized point). A
+case fails at the first "build failed" a server logs for its table.
 
 Then, on the same stack: a committed githubEvents segment re-ingested by the spark worker
 (`tables.spark_reingest_segment`, reading its offset range with the Kafka plugin) has the CRC its
@@ -28,16 +33,21 @@ consumer finds offsets 0..39 gone, logs them, declares `0-40` at commit end, the
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
 
+from tables.builds import deep_store
 from tables.cluster import context
 from tables.cluster.errors import ServiceError
 from tables.controller.force_commit import ForceCommitManager
@@ -47,7 +57,9 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import CUSTOM_MAP, SegmentStatus, SegmentZKMetadata
 from tables.domain.znrecord import ZNRecord
 from tables.models import DurableCounter, Job
+from tables.segments.segment_format import DATA_FILE, read_segment_files
 from tables.streams.base import provider_for
+from tables.streams.producer import partition_for_key, read_rows
 from tables.tasks import spark_reingest_segment
 from tables.zk.client import close_all, new_client
 from tables.zk.records import update_record
@@ -79,6 +91,7 @@ LOSS_TABLE = "githubEventsLoss"
 LOSS_ROWS = 120
 TRIM_TO = 40  # offsets 0..39 are gone before the held consumer reads anything
 TASK_TIMEOUT = 240
+HALVES = 2
 
 
 def _stream_maps(config: dict) -> list[dict]:
@@ -108,6 +121,8 @@ class Table:
     refused: str | None = None
     producer: subprocess.Popen | None = None
     latest: dict[int, int] = field(default_factory=dict)
+    halves: list[Path | int] = field(default_factory=list)  # a file of rows, or a row count
+    error: str | None = None  # what went wrong while its halves were ingested
 
 
 def _config_on(name: str, bootstrap: str) -> dict:
@@ -118,14 +133,40 @@ def _config_on(name: str, bootstrap: str) -> dict:
     return config
 
 
-def _produce(table: Table, bootstrap: str, log: Path) -> subprocess.Popen:
+def _split(total: int) -> int:
+    """Where `total` rows (keys 0, 1, ...) split into two halves that each reach every
+    partition: the first such point from the middle on."""
+    parts = [partition_for_key(key, PARTITIONS) for key in range(total)]
+    for at in range(total // 2, total):
+        if set(parts[:at]) == set(parts[at:]) == set(range(PARTITIONS)):
+            return at
+    raise AssertionError(f"{total} rows cannot reach every partition in two halves")
+
+
+def _halves(name: str, folder: Path) -> list[Path | int]:
+    """The table's rows in two halves: files of the rows as written, or generated counts."""
+    if name not in ROW_FILES:
+        at = _split(GENERATED_ROWS)
+        return [at, GENERATED_ROWS - at]
+    texts = [row.text or "" for row in read_rows(envdefaults.PINOT_FIXTURES / ROW_FILES[name])]
+    at = _split(len(texts))
+    halves: list[Path | int] = []
+    for index, part in enumerate((texts[:at], texts[at:])):
+        path = folder / f"{name}-{index}.json"
+        path.write_text("\n".join(part) + "\n", encoding="utf-8")
+        halves.append(path)
+    return halves
+
+
+def _produce(table: Table, bootstrap: str, log: Path, half: int) -> subprocess.Popen:
     args = ["produce", "--stream", "kafka", "--bootstrap", bootstrap, "--topic", table.topic]
     args += ["--partitions", str(PARTITIONS), "--rate", "0"]
-    if table.name in ROW_FILES:
-        args += ["--file", str(envdefaults.PINOT_FIXTURES / ROW_FILES[table.name])]
+    rows = table.halves[half]
+    if isinstance(rows, Path):
+        args += ["--file", str(rows)]
     else:
         schema = envdefaults.PINOT_FIXTURES / f"{table.name}_schema.json"
-        args += ["--schema", str(schema), "--count", str(GENERATED_ROWS)]
+        args += ["--schema", str(schema), "--count", str(rows)]
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "manage.py", *args],
@@ -162,6 +203,7 @@ class KafkaStack:
     mock: KafkaMock
     cluster: KafkaCluster
     tables: dict[str, Table]
+    log: Path
 
 
 @pytest.fixture(scope="module")
@@ -193,12 +235,13 @@ def stack(celery_workers, django_db_setup, tmp_path_factory) -> Iterator[KafkaSt
         for name in kafka_fixtures():
             config = _config_on(name, mock.bootstrap)
             tables[name] = Table(name, config, _stream_maps(config)[0][TOPIC_NAME])
+            tables[name].halves = _halves(name, root)
             _create(tables[name], mock)
         log = cluster.log_dir / "kafka-ingest-producers.log"
         for table in tables.values():
             if table.refused is None:
-                table.producer = _produce(table, mock.bootstrap, log)
-        yield KafkaStack(mock, cluster, tables)
+                table.producer = _produce(table, mock.bootstrap, log, 0)
+        yield KafkaStack(mock, cluster, tables, log)
     finally:
         for table in tables.values():
             if table.producer is not None and table.producer.poll() is None:
@@ -264,31 +307,125 @@ def _committed_all(stack: KafkaStack, table: Table) -> dict[int, tuple[int, int]
 
 def _commit_everything(stack: KafkaStack, table: Table) -> dict[int, tuple[int, int]]:
     """Once every row is consumed, a force commit; returns the DONE coverage up to `latest`."""
+    _consumed_then_force_commit(stack, table)
+    return _wait_committed(stack, table)
+
+
+def _consumed_then_force_commit(stack: KafkaStack, table: Table) -> None:
     name = table.name
     wait_until(lambda: _consumed_all(stack, table), timeout=120, what=f"{name}: rows consumed")
     ForceCommitManager(context.current()).force_commit(table.table)
+
+
+def _wait_committed(stack: KafkaStack, table: Table) -> dict[int, tuple[int, int]]:
     return wait_until(
         lambda: _committed_all(stack, table),
         timeout=180,
         interval=0.5,
-        what=f"{name}: rows committed",
+        what=f"{table.name}: rows committed",
     )
 
 
-@pytest.mark.parametrize("name", kafka_fixtures())
-def test_fixture_table_ingests_from_kafka_with_an_exact_ledger(stack: KafkaStack, name: str):
-    table = stack.tables[name]
-    assert table.refused is None, f"{name} as written was refused: {table.refused}"
+def _produced(stack: KafkaStack, table: Table) -> None:
+    """The half's producer is done; `latest` is where each partition ends now."""
     assert table.producer is not None
     code = table.producer.wait(timeout=180)
-    assert code == 0, stack.cluster.log("producers")
+    assert code == 0, f"producer exit {code}: {stack.cluster.log('producers')[-2000:]}"
     with provider_for(_stream_maps(table.config)[0], "") as stream:
         table.latest = {p: stream.latest_offset(p) for p in range(PARTITIONS)}
+
+
+def _each(stack: KafkaStack, half: int, step: Callable[[KafkaStack, Table], object]) -> None:
+    """`step` on every table still ingesting; a failure is kept for the table's own test."""
+    for table in stack.tables.values():
+        if table.refused is None and table.error is None:
+            try:
+                step(stack, table)
+            except (AssertionError, TimeoutError, ServiceError, OSError) as exc:
+                table.error = f"half {half + 1}: {type(exc).__name__}: {exc}"
+
+
+def _second_half(stack: KafkaStack, table: Table) -> None:
+    table.producer = _produce(table, stack.mock.bootstrap, stack.log, 1)
+
+
+@pytest.fixture(scope="module")
+def ingested(stack: KafkaStack) -> KafkaStack:
+    """Every table's two halves, each consumed then force-committed, all tables at once (the
+    first half's producers started with the stack)."""
+    for half in range(HALVES):
+        if half:
+            _each(stack, half, _second_half)
+        _each(stack, half, _produced)
+        _each(stack, half, _consumed_then_force_commit)
+        _each(stack, half, _wait_committed)
+    return stack
+
+
+def _done_with_rows(table: str) -> dict[int, list[tuple[str, SegmentZKMetadata]]]:
+    """Per partition: the DONE segments that hold rows, with their metadata."""
+    manager = ResourceManager(context.current())
+    found: dict[int, list[tuple[str, SegmentZKMetadata]]] = {}
+    for segment in sorted(manager.segment_names(table)):
+        name = LLCSegmentName.parse(segment)
+        meta = manager.segment_metadata(table, segment)
+        if name is not None and meta.status is SegmentStatus.DONE and meta.total_docs:
+            found.setdefault(name.partition_group_id, []).append((segment, meta))
+    return found
+
+
+def _derived_columns(name: str) -> list[str]:
+    """The schema's columns with a transformFunction of their own (Pinot's older form)."""
+    schema = load(f"{name}_schema.json")
+    return [
+        spec["name"]
+        for kind in ("dimensionFieldSpecs", "metricFieldSpecs", "dateTimeFieldSpecs")
+        for spec in schema.get(kind) or []
+        if spec.get("transformFunction")
+    ]
+
+
+def _segment_rows(table: str, segment: str) -> list[dict]:
+    """The rows of a committed segment, read from its data file in the deep store."""
+    store = deep_store()
+    with tempfile.TemporaryDirectory() as work:
+        local = Path(work) / f"{segment}.tar.gz"
+        store.download(store.segment_key(table.removesuffix("_REALTIME"), segment), local)
+        data = read_segment_files(local)[DATA_FILE]
+    return pq.read_table(io.BytesIO(data)).to_pylist()
+
+
+def _geography_point(lon: float, lat: float) -> bytes:
+    """Pinot's GeometrySerializer of a point with SRID 4326: type byte 0x80 (POINT | geography
+    mask), then x and y as big-endian doubles (pinot-segment-local GeometrySerializer)."""
+    return b"\x80" + struct.pack(">dd", lon, lat)
+
+
+def _check_location(table: Table, segments: list[tuple[str, SegmentZKMetadata]]) -> None:
+    segment, meta = segments[0]
+    rows = _segment_rows(table.table, segment)
+    assert len(rows) == meta.total_docs
+    for row in rows:
+        expected = _geography_point(row["group_lon"], row["group_lat"])
+        assert row["location"] is not None, (segment, row)
+        assert bytes(row["location"]) == expected, (segment, row)
+
+
+@pytest.mark.parametrize("name", kafka_fixtures())
+def test_fixture_table_ingests_from_kafka_with_an_exact_ledger(ingested: KafkaStack, name: str):
+    table = ingested.tables[name]
+    assert table.refused is None, f"{name} as written was refused: {table.refused}"
+    assert table.error is None, table.error
     assert sum(table.latest.values()) == _rows_produced(name), table.latest
 
-    coverage = _commit_everything(stack, table)
-    if name == "githubEvents":  # 100-row segments filled before the force commit
-        assert sum(count for count, _ in coverage.values()) > PARTITIONS, coverage
+    done = _done_with_rows(table.table)
+    counts = {p: len(done.get(p, [])) for p in range(PARTITIONS)}
+    assert all(count >= HALVES for count in counts.values()), counts
+    if name == "githubEvents":  # 100-row segments filled besides the force commits
+        assert sum(counts.values()) > HALVES * PARTITIONS, counts
+    if "location" in _derived_columns(name):
+        for partition in range(PARTITIONS):
+            _check_location(table, done[partition])
     report = verify_rows(table.table)
     assert "PROBLEM" not in report, report
     rows = sum(table.latest.values())

@@ -75,35 +75,39 @@ def test_filter_config_shapes():
     assert filter_config_problems({"filterFunction": 3}) == [f"{WHERE} must be a string"]
 
 
-def test_complex_type_config_flattening_is_accepted_and_unnesting_refused():
+def test_complex_type_config_flattening_and_unnesting_are_accepted_renaming_refused():
     assert complex_type_problems(None) == []
     assert complex_type_problems({}) == []
     ok = {"delimiter": "_", "collectionNotUnnestedToJson": "ALL", "fieldsToUnnest": []}
     assert complex_type_problems(ok) == []
-    (problem,) = complex_type_problems({"fieldsToUnnest": ["group.members"]})
-    assert "fieldsToUnnest ['group.members'] is not supported yet" in problem
+    assert complex_type_problems({"fieldsToUnnest": ["group.members", "items"]}) == []
+    (problem,) = complex_type_problems({"fieldsToUnnest": ["items", ""]})
+    assert (
+        problem == "ingestionConfig.complexTypeConfig.fieldsToUnnest must be a list of field names"
+    )
     problems = complex_type_problems(
         {"fieldsToUnnest": "x", "delimiter": "", "collectionNotUnnestedToJson": "SOME"}
     )
     assert len(problems) == 3
     assert "must be one of NONE, NON_PRIMITIVE, ALL, not 'SOME'" in problems[2]
-    assert complex_type_problems({"prefixesToRename": {"a.": ""}}) == [
+    (renaming,) = complex_type_problems({"prefixesToRename": {"a.": ""}})
+    assert renaming.startswith(
         "ingestionConfig.complexTypeConfig.prefixesToRename is not supported by the segment build"
-    ]
+    )
 
 
 def test_table_config_writes_refuse_what_the_build_cannot_run_and_reads_do_not():
     data = simple()
     data["ingestionConfig"]["filterConfig"] = {"filterFunction": "Groovy({a > 1}, a)"}
-    data["ingestionConfig"]["complexTypeConfig"] = {"fieldsToUnnest": ["items"]}
+    data["ingestionConfig"]["complexTypeConfig"] = {"prefixesToRename": {"items.": ""}}
     parse_table_config(data)  # read back from ZooKeeper: kept as written
     with pytest.raises(TableConfigError) as caught:
         parse_table_config(data, for_write=True)
     problems = caught.value.problems
     assert len(problems) == 2
     assert "filterConfig" in problems[0] and "Groovy" in problems[0]
-    assert "fieldsToUnnest" in problems[1]
+    assert "prefixesToRename" in problems[1]
     data["ingestionConfig"]["filterConfig"] = {"filterFunction": "lessThan(a, 1)"}
-    data["ingestionConfig"]["complexTypeConfig"] = {"delimiter": "."}
+    data["ingestionConfig"]["complexTypeConfig"] = {"delimiter": ".", "fieldsToUnnest": ["a"]}
     stored = parse_table_config(data, for_write=True).rest["ingestionConfig"]
     assert stored["filterConfig"] == {"filterFunction": "lessThan(a, 1)"}

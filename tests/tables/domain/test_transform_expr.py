@@ -57,8 +57,8 @@ def test_names_compare_like_pinots():
 @pytest.mark.parametrize(
     ("text", "function", "reason"),
     [
-        ("toSphericalGeography(stPoint(a, b))", "toSphericalGeography", "not supported"),
-        ("lower(stPoint(a, b))", "stPoint", "not supported"),
+        ("stDistance(stPoint(a, b), p)", "stDistance", "not supported"),
+        ("lower(stGeomFromText(a))", "stGeomFromText", "not supported"),
         ("Groovy({a + b}, a, b)", "Groovy", "controller.disable.ingestion.groovy"),
         ("groovy ({x}, x)", "Groovy", "Groovy"),
         ("toEpochDaysBucket(m)", "toEpochDaysBucket", "takes 2 argument"),
@@ -82,14 +82,14 @@ def test_sources_are_every_column_read_once_in_order():
 def test_transform_config_problems_name_the_column_and_the_function():
     configs = [
         {"columnName": "ok", "transformFunction": "toEpochDays(ts)"},
-        {"columnName": "geo", "transformFunction": "toSphericalGeography(p)"},
+        {"columnName": "geo", "transformFunction": "stDistance(p, p)"},
         {"columnName": "g", "transformFunction": "Groovy({a}, a)"},
         {"columnName": "gone", "transformFunction": "lower(a)"},
         {"columnName": 3},
     ]
     problems = transform_config_problems(configs, ["ok", "geo", "g"])
     assert len(problems) == 4
-    assert "column 'geo'" in problems[0] and "toSphericalGeography" in problems[0]
+    assert "column 'geo'" in problems[0] and "stDistance" in problems[0]
     assert "column 'g'" in problems[1] and "Groovy" in problems[1]
     assert "column 'gone' is not a column of the schema" in problems[2]
     assert "entry #5" in problems[3]

@@ -135,10 +135,17 @@ def test_bad_values_are_kept_nulled_and_counted(spark, tmp_path):
     ]
     _, table = read_segment(result.tar_path)
     rows = {r["__offset"]: r for r in table.to_pylist()}
-    assert rows[104]["created_at"] == "not a date" and rows[104]["created_at_timestamp"] is None
-    assert rows[108]["id"] is None
-    assert [r["__offset"] for r in table.to_pylist()][-2:] == [104, 108]  # null times sort last
-    assert result.metadata["column.created_at_timestamp.hasNullValue"] == "true"
+    # Pinot's NullValueTransformer (pinot-segment-local .../recordtransformer/
+    # NullValueTransformer.java): a null takes the column's default (STRING "null"); the time
+    # column's default (TIMESTAMP 0) is outside the valid range, so it takes "now": here the
+    # segment's creation time (tables.segments.null_values), which the time range then includes.
+    assert rows[104]["created_at"] == "not a date"
+    assert rows[104]["created_at_timestamp"].timestamp() * 1000 == CREATED_MS
+    assert rows[108]["id"] == "null" and rows[108]["created_at"] == "null"
+    assert rows[108]["created_at_timestamp"].timestamp() * 1000 == CREATED_MS
+    assert [r["__offset"] for r in table.to_pylist()][-2:] == [104, 108]  # the latest times
+    assert result.end_time_ms == CREATED_MS
+    assert result.metadata["column.created_at_timestamp.hasNullValue"] == "false"
 
 
 def test_a_synthetic_schema_with_an_int_given_text(spark, tmp_path):
@@ -175,8 +182,8 @@ def test_a_synthetic_schema_with_an_int_given_text(spark, tmp_path):
     assert (result.start_time_ms, result.end_time_ms) == (10_000, 20_000)
     _, table = read_segment(result.tar_path)
     assert table.column_names == ["n", "__key", "ts", "__offset"]  # "extra" is not a column
-    assert table.to_pylist() == [
-        {"n": None, "__key": 1, "ts": 10, "__offset": 2},
+    assert table.to_pylist() == [  # Pinot: a dimension INT's null is Integer.MIN_VALUE
+        {"n": -(2**31), "__key": 1, "ts": 10, "__offset": 2},
         {"n": 5, "__key": 0, "ts": 20, "__offset": 1},
     ]
 

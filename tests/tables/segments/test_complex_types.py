@@ -1,6 +1,6 @@
 """`ingestionConfig.complexTypeConfig` on the real Spark build: nested objects read through
-`parent<delimiter>child` columns, collectionNotUnnestedToJson, and `fieldsToUnnest` refused before
-any data is read (a segment keeps one row per stream offset).
+`parent<delimiter>child` columns, collectionNotUnnestedToJson, and `prefixesToRename` refused before
+any data is read (fieldsToUnnest: tests/tables/segments/test_unnest.py).
 
 Expected values: Pinot's ComplexTypeTransformer (flattening a map into `a.b` keys, the default
 delimiter "." and collectionNotUnnestedToJson NON_PRIMITIVE: an array of maps or arrays becomes one
@@ -99,9 +99,9 @@ def test_collection_not_unnested_to_json_modes(spark):
     assert none["single"] == "z"  # the only element of a one-element array
 
 
-def test_fields_to_unnest_are_refused_before_any_data_is_read(spark, tmp_path):
-    with pytest.raises(BuildError, match="fieldsToUnnest"):
-        parse_complex_type_config({"fieldsToUnnest": ["items"]})
+def test_prefixes_to_rename_are_refused_before_any_data_is_read(spark, tmp_path):
+    with pytest.raises(BuildError, match="prefixesToRename"):
+        parse_complex_type_config({"prefixesToRename": {"user.": ""}})
     config = {
         "tableName": "events_REALTIME",
         "tableType": "REALTIME",
@@ -109,10 +109,10 @@ def test_fields_to_unnest_are_refused_before_any_data_is_read(spark, tmp_path):
         "tenants": {},
         "tableIndexConfig": {},
         "metadata": {},
-        "ingestionConfig": ingestion(complexTypeConfig={"fieldsToUnnest": ["items"]}),
+        "ingestionConfig": ingestion(complexTypeConfig={"prefixesToRename": {"user.": ""}}),
     }
     request = BuildRequest("events", "events__0__0__x", schema(), config, 0, 1, 1_000)
-    with pytest.raises(BuildError, match=r"fieldsToUnnest .* is not supported yet"):
+    with pytest.raises(BuildError, match=r"prefixesToRename is not supported"):
         build_from_staging(spark, request, str(tmp_path / "nothing.parquet"), tmp_path)
 
 

@@ -194,7 +194,7 @@ def test_transforms_are_parsed_before_any_work():
     ) == ["x"]
     for function in (
         "Groovy({a+b}, a, b)",
-        "toSphericalGeography(stPoint(lon, lat))",
+        "stDistance(stPoint(lon, lat), p)",
         "upper(id, 2)",
         "fromDateTime(created_at)",
         "fromDateTime(trim(created_at), pattern)",

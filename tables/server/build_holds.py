@@ -1,0 +1,132 @@
+"""A server's side of the build back-off (issue 23): what its committer asks before a build and
+tells after one, and what its consumers ask while they wait.
+
+Contract:
+- `check(table, segment)` -> (hold, fingerprint): the `Hold` the record (`tables.build_backoffs`)
+  puts on the segment's build, or None, and the fingerprint of the table config and schema read
+  from ZooKeeper now (`tables.domain.build_backoff.fingerprint`) when a record exists (None when
+  there is none, or they cannot be read).
+- `failed(table, segment, fingerprint, error)`: a build failed; the error is classified
+  (`tables.domain.build_backoff.classify` on its type name and message) and a DETERMINISTIC one
+  is recorded under `fingerprint` with this server's id (not when the fingerprint is unknown:
+  the config could not be read); returns the kind.
+- `succeeded(table, segment)`: a build worked; the segment's record (if any) goes.
+- `hold_of(table, segment)`: the hold alone, for a consumer waiting after a refused commit.
+- Never raises: the back-off must not break a commit. A record that cannot be read or written
+  (database or ZooKeeper trouble) is logged and read as "no hold", i.e. today's behaviour.
+- Cost on the commit path: `check` is one indexed database read; the fingerprint (two ZooKeeper
+  reads) is only read when a record exists, or after a deterministic failure (`failed` with
+  `fingerprint` None reads it then: a config changed during that very build is recorded as the
+  one it failed on, which costs one back-off until the next change or "Retry now").
+  `succeeded` deletes in the background. Every database call runs on one thread of the server
+  (one connection, checked with `close_old_connections` before each use), not on the consumer
+  threads, which would otherwise each open one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from django.db import close_old_connections
+
+from tables import build_backoffs
+from tables.cluster.context import ClusterContext
+from tables.cluster.reads import ClusterReader
+from tables.domain.build_backoff import FailureKind, Hold, classify, fingerprint
+from tables.domain.build_backoff import hold as hold_of
+
+__all__ = ["BuildHolds"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _fresh(call: Callable[[], T]) -> T:
+    close_old_connections()  # a connection the database dropped, or past CONN_MAX_AGE, is renewed
+    return call()
+
+
+class BuildHolds:
+    def __init__(
+        self,
+        ctx: Callable[[], ClusterContext],
+        instance_id: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ctx = ctx
+        self.instance_id = instance_id
+        self.clock = clock
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="build-holds")
+
+    def _on_db(self, call: Callable[[], T]) -> T:
+        return self._db.submit(_fresh, call).result()
+
+    def fingerprint(self, table: str) -> str | None:
+        try:
+            reader = ClusterReader(self.ctx())
+            config = reader.get_table_config(table)
+            return fingerprint(config.rest, reader.get_schema(config.schema_name).raw)
+        except Exception as exc:
+            log.warning("%s: cannot read the table config and schema: %s", table, exc)
+            return None
+
+    def check(self, table: str, segment: str) -> tuple[Hold | None, str | None]:
+        try:
+            record = self._on_db(lambda: build_backoffs.read(table, segment))
+        except Exception:
+            log.exception("%s: cannot read the build back-off record", segment)
+            return None, None
+        if record is None:
+            return None, None
+        current = self.fingerprint(table)
+        return hold_of(record, now_ms=int(self.clock() * 1000), fingerprint=current), current
+
+    def hold_of(self, table: str, segment: str) -> Hold | None:
+        return self.check(table, segment)[0]
+
+    def failed(
+        self, table: str, segment: str, current: str | None, error: BaseException | object
+    ) -> FailureKind:
+        name, text = type(error).__name__, str(error)
+        kind = classify(name, text)
+        if kind is not FailureKind.DETERMINISTIC:
+            return kind
+        current = current or self.fingerprint(table)
+        if current is None:
+            return kind
+        try:
+            record = self._on_db(
+                lambda: build_backoffs.record_failure(
+                    table,
+                    segment,
+                    fingerprint=current,
+                    error=text if text.startswith(f"{name}: ") else f"{name}: {text}",
+                    server=self.instance_id,
+                    now_ms=int(self.clock() * 1000),
+                )
+            )
+            log.warning(
+                "%s: the build failed deterministically (%d in a row); next try in %.0f s "
+                "unless the table config or schema changes or an operator retries it",
+                segment,
+                record.failures,
+                (record.next_retry_ms - record.last_failure_ms) / 1000,
+            )
+        except Exception:
+            log.exception("%s: cannot record the failed build", segment)
+        return kind
+
+    def succeeded(self, table: str, segment: str) -> None:
+        """The segment's record (if any) goes, in the background."""
+
+        def clear() -> None:
+            try:
+                _fresh(lambda: build_backoffs.succeeded(table, segment))
+            except Exception:
+                log.exception("%s: cannot clear the build back-off record", segment)
+
+        self._db.submit(clear)
