@@ -11,11 +11,12 @@ Keys, under `pinot:builds:<cluster>:` in the Redis of REDIS_URL:
 - `request:<task id>` (string, JSON arguments, expires after `REQUEST_TTL_S`);
 - `claim:<task id>` (string: the task id of the claimant, which builds it; expires after
   `CLAIM_TTL_S` unless the claimant's `Heartbeat` renews it);
-- `expect:<raw table>` (set of segment names, expires after `EXPECT_TTL_S`): builds announced before
-  their requests exist (`expect`: the controller's force commit, and so a pause, names the
-  segments it forces). A batch of that table waits, at most `BatchLimits.wait_max_s`, until each
-  announced segment's request is registered, so that the first committer of a pause does not
-  build alone while the others are still on their way; a registered one leaves the set.
+- `expect:<raw table>` (sorted set: segment names by when their announcement lapses,
+  `EXPECT_TTL_S` after it was made): builds announced before their requests exist (`expect`: the
+  controller's force commit, and so a pause, names the segments it forces). A batch of that table
+  waits, at most `BatchLimits.wait_max_s`, until each announced segment's request is registered,
+  so that the first committer of a pause does not build alone while the others are still on
+  their way; registering a request withdraws its announcement.
 A claim is taken with SET NX, so one request is built by one claimant at a time; a claim whose
 claimant died expires, and a claim held under one's own id (a task redelivered after its worker
 died) is taken over at once.
@@ -125,6 +126,9 @@ class BuildQueue:
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self._request_key(build.task_id), json.dumps(record), ex=REQUEST_TTL_S)
         pipe.zadd(f"{self.prefix}pending", {build.task_id: now_ms})
+        expect_key = self._expect_key_of(build.segment)
+        if expect_key is not None:
+            pipe.zrem(expect_key, build.segment)  # announced (`expect`): it has come
         pipe.execute()
 
     def pending(self, limit: int = 1000) -> list[tuple[PendingBuild, int]]:
@@ -257,40 +261,41 @@ class BuildQueue:
             time.sleep(0.05 if not awaited else 0.02)
         return [mine, *self.claim_others(mine.task_id, [mine], limits, recorded, staged)]
 
-    def expect(self, segments: Iterable[str]) -> None:
+    def expect(self, segments: Iterable[str], now_ms: int | None = None) -> None:
         """Announce the builds of `segments` (LLC names) before their requests exist (see the
-        module docstring); best effort: the caller ignores a Redis error."""
-        by_table: dict[str, list[str]] = {}
+        module docstring); each announcement lapses after `EXPECT_TTL_S`. Best effort: the
+        caller ignores a Redis error."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        lapses = now_ms + EXPECT_TTL_S * 1000
+        by_table: dict[str, dict[str, int]] = {}
         for segment in segments:
-            name = LLCSegmentName.parse(segment)
-            if name is not None:
-                by_table.setdefault(name.table_name, []).append(segment)
+            key = self._expect_key_of(segment)
+            if key is not None:
+                by_table.setdefault(key, {})[segment] = lapses
         if not by_table:
             return
         pipe = self.client.pipeline(transaction=False)
-        for table, names in by_table.items():
-            pipe.sadd(self._expect_key(table), *names)
-            pipe.expire(self._expect_key(table), EXPECT_TTL_S)
+        for key, members in by_table.items():
+            pipe.zadd(key, members)
+            pipe.expire(key, EXPECT_TTL_S)
         pipe.execute()
 
-    def _expect_key(self, raw_table: str) -> str:
-        return f"{self.prefix}expect:{raw_table}"
+    def _expect_key_of(self, segment: str) -> str | None:
+        name = LLCSegmentName.parse(segment)
+        return None if name is None else f"{self.prefix}expect:{name.table_name}"
 
     def _awaited(self, mine: PendingBuild, pending: Sequence[PendingBuild]) -> set[str]:
-        """The announced segments of `mine`'s table whose requests are not registered yet; the
-        registered ones (and `mine`) leave the announcement."""
-        name = LLCSegmentName.parse(mine.segment)
-        if name is None:
+        """The announced segments of `mine`'s table whose requests are not registered yet (a
+        registration withdraws its announcement; a lapsed one is dropped)."""
+        key = self._expect_key_of(mine.segment)
+        if key is None:
             return set()
-        key = self._expect_key(name.table_name)
-        announced = {m.decode() if isinstance(m, bytes) else m for m in self.client.smembers(key)}
-        if not announced:
-            return set()
-        here = {b.segment for b in pending} | {mine.segment}
-        arrived = announced & here
-        if arrived:
-            self.client.srem(key, *arrived)
-        return announced - here
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", int(time.time() * 1000))
+        pipe.zrange(key, 0, -1)
+        _, members = pipe.execute()
+        announced = {m.decode() if isinstance(m, bytes) else m for m in members}
+        return announced - {b.segment for b in pending} - {mine.segment}
 
     def claim_others(
         self,

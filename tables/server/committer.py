@@ -101,6 +101,9 @@ __all__ = ["PEER_LOCATION", "BuildHandle", "Committer", "commit_end_params"]
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_S = 120
+# How often a committer asks whether its build is done (one Redis GET): the commit goes on at most
+# this long after the spark worker stored the result.
+BUILD_POLL_S = 0.05
 PEER_LOCATION = "peer:///"  # + segment name: Pinot's location for a segment only peers hold
 
 
@@ -140,7 +143,7 @@ class Committer:
         deep_store: Callable[[], DeepStore],
         submit_build: SubmitBuild,
         work_dir: Path,
-        poll_s: float = 0.25,
+        poll_s: float = BUILD_POLL_S,
         instance_id: str = "",
         local: LocalSegments | None = None,
         peer_scheme: Callable[[str], str | None] = _no_peer_scheme,

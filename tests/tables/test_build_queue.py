@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
 
 from tables.build_batches import EXPECT_TTL_S, BatchLimits, BuildQueue, PendingBuild
-from tests.poll import wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -92,11 +92,17 @@ def _llc(task: str, sequence: int) -> PendingBuild:
     return PendingBuild(task, "t", f"t__0__{sequence}__20210721T0600Z", f"_staging/{task}", 1, 101)
 
 
+def _announced(queue: BuildQueue) -> set[str]:
+    key = queue._expect_key_of(_llc("x", 0).segment)
+    return {m.decode() for m in queue.client.zrange(key, 0, -1)}
+
+
 def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
     limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=60.0)
     first, second = _llc("a", 1), _llc("b", 2)
     queue.expect([first.segment, second.segment, "not-an-llc-name"])
     queue.register(first)
+    assert _announced(queue) == {second.segment}  # a registration withdraws its announcement
     assert queue.claim("a", "a")
     batches: list[list[PendingBuild]] = []
     gathering = threading.Thread(
@@ -105,20 +111,23 @@ def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
         )
     )
     gathering.start()
-    wait_until(lambda: not queue.client.sismember(queue._expect_key("t"), first.segment))
+    gathering.join(timeout=0.3)
     assert gathering.is_alive()  # its announced sibling is not registered yet
     queue.register(second)
     gathering.join(timeout=30)
     assert not gathering.is_alive()
     assert [b.task_id for b in batches[0]] == ["a", "b"]
-    assert not queue.client.exists(queue._expect_key("t"))  # every announced build arrived
+    assert _announced(queue) == set()
 
 
-def test_an_announced_build_that_never_comes_is_waited_for_at_most_wait_max(queue):
+def test_an_announced_build_that_never_comes_is_waited_for_at_most_wait_max_then_lapses(queue):
     limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=0.2)
     queue.expect([_llc("gone", 9).segment])
     queue.register(_llc("a", 1))
     assert queue.claim("a", "a")
     batch = queue.gather(_llc("a", 1), limits, lambda task: None, lambda key: True)
     assert [b.task_id for b in batch] == ["a"]
-    assert queue.client.ttl(queue._expect_key("t")) <= EXPECT_TTL_S
+    assert queue.client.ttl(queue._expect_key_of(_llc("x", 0).segment)) <= EXPECT_TTL_S
+    # An announcement made EXPECT_TTL_S ago has lapsed: nobody waits for it any more.
+    queue.expect([_llc("late", 8).segment], now_ms=int(time.time() * 1000) - EXPECT_TTL_S * 1000)
+    assert queue._awaited(_llc("a", 1), []) == {_llc("gone", 9).segment}
