@@ -14,6 +14,7 @@ Contract:
 - `record_failure` adds one failure in one transaction (the row locked where the database can;
   two replicas failing at once both count); `succeeded` deletes the row (a later failure starts
   the back-off again); `clear` is the operator's "Retry now": deletes it, True when there was one.
+- `forget_table(table)`: a deleted table's rows go with it (the table delete endpoint calls it).
 - `rows(table_contains)`: the rows for the errors page and `/api/v1/failedBuilds`, newest failure
   first.
 - `retry(table, segment)`: `clear` for an operator, checked first: a malformed table name, or a
@@ -53,6 +54,7 @@ from tables.models import FailedBuild
 __all__ = [
     "as_record",
     "clear",
+    "forget_table",
     "hold",
     "policy",
     "read",
@@ -148,6 +150,12 @@ def clear(table: str, segment: str) -> bool:
     """The operator's "Retry now": True when a row was deleted."""
     deleted, _ = FailedBuild.objects.filter(table=table, segment=segment).delete()
     return deleted > 0
+
+
+def forget_table(table: str) -> int:
+    """Delete the rows of `table` (with type); how many there were."""
+    deleted, _ = FailedBuild.objects.filter(table=table).delete()
+    return deleted
 
 
 def rows(table_contains: str = "") -> QuerySet[FailedBuild]:

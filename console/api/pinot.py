@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.audit import reason_of, record, table_target
-from tables import builds
+from tables import build_backoffs, builds
 from tables.cluster import context
 from tables.cluster.errors import BadRequest, NotFound
 from tables.cluster.reads import metadata_as_map
@@ -183,6 +183,7 @@ class TableDetail(AuditedWrites):
     @JSON
     def delete(self, request: Request, table: str) -> Response:
         deleted = _manager().delete_table(table, deep_store=builds.deep_store())
+        build_backoffs.forget_table(deleted)
         return Response({"status": f"Tables: [{deleted}] deleted"})
 
 

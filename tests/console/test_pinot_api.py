@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 from rest_framework.test import APIClient
 
+from tables import build_backoffs
 from tables.domain.table_config import switch_stream_type
 from tables.domain.znrecord import ZNRecord
 from tables.redisconn import get_redis
@@ -330,8 +331,14 @@ def test_deleting_a_table_removes_its_deep_store_files(api, servers, topic, sett
         (root / key).parent.mkdir(parents=True, exist_ok=True)
         (root / key).write_bytes(b"bytes")
 
+    for table in ("githubEvents_REALTIME", "githubEventsOther_REALTIME"):
+        build_backoffs.record_failure(
+            table, segment, fingerprint="f", error="BuildError: x", server="s", now_ms=1
+        )
+
     assert api.delete("/tables/githubEvents").status_code == 200
     assert [(root / key).exists() for key in (*mine, *others)] == [False] * 3 + [True] * 2
+    assert [b.table for b in build_backoffs.rows()] == ["githubEventsOther_REALTIME"]
     assert not (root / "githubEvents").exists()
     assert not (root / "_staging" / "githubEvents").exists()
     assert api.delete("/tables/githubEvents").status_code == 404
