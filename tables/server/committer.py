@@ -66,7 +66,8 @@ anything else (staging, commit start) the committer asks whether the segment's b
 (`tables.build_backoffs`: it failed deterministically under the same table config and schema, and
 its back-off is not over); a held build is a failed commit without a build, so neither
 `segmentBuildFailure` counter moves. A failed build is classified and a deterministic one recorded
-under the fingerprint read before the build; a successful build clears the record.
+under the config fingerprint (read before the build when a record already existed, else just
+after the failure); a successful build clears the record, in the background.
 `build_hold(spec)` is what the consumer asks after a failed commit: the hold to wait for, or None.
 """
 
