@@ -173,7 +173,7 @@ class CallerCheck:
     # --- reads ---------------------------------------------------------------------------------
     def _reads_of(self, client: object) -> WatchedReads:
         with self._lock:
-            if self._reads is None or self._reads.client is not client:
+            if self._reads is None or not self._reads.reads_through(client):
                 self._reads = WatchedReads(client)
             return self._reads
 

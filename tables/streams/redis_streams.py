@@ -61,7 +61,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import redis
 
@@ -267,13 +267,23 @@ class RedisStreamProvider(StreamProvider):
 
     @_reachable
     def earliest_offset(self, partition: int) -> int:
-        _check_partition(self.topic, partition, self.partition_count())
-        return self._bounds(self._keys.partition(partition))[0]
+        return self._checked_bounds(partition)[0]
 
     @_reachable
     def latest_offset(self, partition: int) -> int:
-        _check_partition(self.topic, partition, self.partition_count())
-        return self._bounds(self._keys.partition(partition))[1]
+        return self._checked_bounds(partition)[1]
+
+    def _checked_bounds(self, partition: int) -> tuple[int, int]:
+        """The partition's (earliest, latest) after checking it exists: one round trip (the
+        controller's caller check reads the latest offset inside every commit's first call)."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hget(self._keys.meta, "partitions")
+        pipe.xinfo_stream(self._keys.partition(partition))
+        raw_count, info = pipe.execute(raise_on_error=False)
+        if isinstance(raw_count, Exception):
+            raise raw_count
+        _check_partition(self.topic, partition, _count(raw_count, self.topic))
+        return self._bounds_of(info)
 
     @_reachable
     def fetch(
@@ -321,9 +331,19 @@ class RedisStreamProvider(StreamProvider):
         try:
             info = self._client.xinfo_stream(key)
         except redis.ResponseError as exc:
-            if "no such key" in str(exc).lower():
+            info = exc
+        return self._bounds_of(info)
+
+    @staticmethod
+    def _bounds_of(info: Any) -> tuple[int, int]:
+        """(earliest, latest) from an XINFO STREAM reply, or from its error: a stream never
+        written (no such key) starts and ends at the first offset."""
+        if isinstance(info, redis.ResponseError):
+            if "no such key" in str(info).lower():
                 return FIRST_OFFSET, FIRST_OFFSET
-            raise
+            raise info
+        if isinstance(info, Exception):
+            raise info
         latest = _offset(info["last-generated-id"]) + 1
         first = info.get("first-entry")
         return (_offset(first[0]) if first else latest), latest

@@ -8,7 +8,10 @@ of commits every uncached read also waits for other threads' fsyncs.
 
 Contract:
 - `WatchedReads(client)`; `children(path)` is `path`'s children ([] when missing), `data(path)`
-  its (bytes, stat) or None when missing.
+  its (bytes, stat) or None when missing. Keep one per process and client:
+  `reads_through(client)` tells whether a client (a store wrapping the same kazoo client) is
+  this one's; a new `WatchedReads` per call caches nothing and leaves a watcher per call on
+  every znode it reads.
 - The first read of a path, and the first after it changed, goes to ZooKeeper and leaves a
   one-shot watch (`tables.zk.watches.read_watched` / `children_watched`); until that watch fires,
   the same read is answered from memory, with no round trip.
@@ -55,6 +58,11 @@ class WatchedReads:
         self._watches = _has_watches(client)
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], _Entry] = {}
+
+    def reads_through(self, client: Any) -> bool:
+        """Whether `client` is this cache's ZooKeeper session: the same kazoo client, however it
+        is wrapped (each `ClusterContext` wraps the process's client in a new store object)."""
+        return raw(client) is raw(self.client)
 
     def children(self, path: str, fresh: bool = False) -> list[str]:
         if not self._watches:

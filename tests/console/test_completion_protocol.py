@@ -18,6 +18,7 @@ from console.api import completion
 from monitoring.controller_metrics import DEFINITIONS, REFUSED_COUNTER
 from tables import builds
 from tables.cluster import context
+from tables.controller import completion as completion_manager
 from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_trust import Cause, refusal_counter_name
@@ -31,6 +32,7 @@ from tables.security import cluster_token
 from tables.segments.segment_format import format_properties, pack_creation_meta
 from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.records import create_record, read_record, update_record
+from tables.zk.zookeeper import raw
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.tables.leaders import lead_every_partition
 
@@ -160,6 +162,45 @@ def test_a_round_of_the_protocol_commits_the_segment(table):
     # KEEP at the end offset, else DISCARD.
     assert _consumed(client, b, segment, end)["status"] == "KEEP"
     assert _consumed(client, b, segment, end - 5)["status"] == "DISCARD"
+
+
+def test_calls_after_the_first_read_liveness_and_replicas_from_memory(table, monkeypatch):
+    """Each call runs in a new ClusterContext (a new store around the process's kazoo client);
+    the caller check's watched reads still serve the second replica's call without a round trip
+    for LIVEINSTANCES or the IdealState, and leave no further watcher on them. (The manager is
+    installed as run_controller does, leadership answered from memory, as its LeadFollower
+    answers it.)"""
+    manager = completion_manager.CompletionManager(
+        context.current, ME, "http://controller:9000", builds.deep_store, leads=lambda _: True
+    )
+    monkeypatch.setattr(completion_manager, "_installed", manager)
+    client = server_client()
+    segment, (a, b), start = _segment(table, 1)
+    assert _consumed(client, a, segment, start + 50)["status"] == "COMMIT"
+    controller = raw(context.current().client)  # the process's own session, as the views use
+    # kazoo keys requests and watchers by the full path, its chroot included
+    watched = tuple(controller.chroot + p for p in (PATHS.liveinstances, PATHS.idealstate(TABLE)))
+
+    def watchers() -> dict[str, int]:
+        return {
+            p: len(controller._child_watchers[p]) + len(controller._data_watchers[p])
+            for p in watched
+        }
+
+    before, paths = watchers(), []
+    original = controller._call  # every kazoo request goes through it
+
+    def counting(request, async_object):
+        paths.append(getattr(request, "path", None))
+        return original(request, async_object)
+
+    controller._call = counting
+    try:
+        assert _consumed(client, b, segment, start + 50)["status"] == "HOLD"  # a is committing
+    finally:
+        controller._call = original
+    assert not set(paths) & set(watched), paths  # (before the fix: both, twice each)
+    assert watchers() == before
 
 
 def test_a_controller_that_does_not_lead_the_table_says_not_leader(table):
