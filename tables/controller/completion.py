@@ -135,25 +135,23 @@ class _Actions:
         self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
     ) -> None:
         committing = self._committed_segment(offset, location, metadata)
-        LLCSegmentManager(self.manager.ctx()).commit_segment_metadata(self.table, committing)
+        self.manager.llc().commit_segment_metadata(self.table, committing)
 
     def commit_to_committing(self, instance: str, offset: int) -> None:
-        self.next_segment = LLCSegmentManager(
-            self.manager.ctx()
-        ).commit_segment_metadata_to_committing(self.table, self.segment, offset, self.row_count)
+        self.next_segment = self.manager.llc().commit_segment_metadata_to_committing(
+            self.table, self.segment, offset, self.row_count
+        )
 
     def commit_to_done(
         self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
     ) -> None:
         committing = self._committed_segment(offset, location, metadata)
-        LLCSegmentManager(self.manager.ctx()).commit_segment_metadata_to_done(
+        self.manager.llc().commit_segment_metadata_to_done(
             self.table, committing, self.next_segment
         )
 
     def stopped_consuming(self, instance: str, offset: int, reason: str | None) -> None:
-        LLCSegmentManager(self.manager.ctx()).segment_stopped_consuming(
-            self.table, self.segment, instance
-        )
+        self.manager.llc().segment_stopped_consuming(self.table, self.segment, instance)
 
     def aborted(self) -> None:
         DurableCounter.increment(STATE_MACHINE_ABORTS, self.table.removesuffix("_REALTIME"))
@@ -191,6 +189,11 @@ class CompletionManager:
         # One lock per segment whose FSM is being created: its ZooKeeper reads run outside
         # `_lock`, so the first calls of many segments (a pause) do not queue behind each other.
         self._creating: dict[str, threading.Lock] = {}
+
+    def llc(self) -> LLCSegmentManager:
+        """The commit steps on this process's context, with the caller check's hot reads."""
+        ctx = self.ctx()
+        return LLCSegmentManager(ctx, self.caller_check.hot(ctx))
 
     # --- the protocol's calls ----------------------------------------------------------------
     def authenticate(
@@ -370,7 +373,8 @@ class CompletionManager:
             return entry
 
     def _new_fsm(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
-        config, meta = ResourceManager(ctx).config_and_segment(table, segment)
+        config = self.caller_check.hot(ctx).table_config(table)
+        meta = ResourceManager(ctx).segment_metadata(table, segment)
         timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
         actions = _Actions(self, table, segment)
         done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)

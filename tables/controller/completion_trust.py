@@ -5,13 +5,15 @@ Contract:
   before any parameter is looked at.
 - `check(ctx, table, partition, segment, instance, offset)` runs on the table's lead controller
   before the call reaches an FSM (so a refused call creates no FSM either). The LIVEINSTANCES
-  children and the table's IdealState are watched reads (`tables.zk.watched_reads`): no ZooKeeper
-  round trip while they are unchanged, one read after a change (the IdealState parsed once per
-  version). A call the cached state would refuse is checked again against ZooKeeper itself
-  first, so a refusal never rests on a change not yet notified. The partition's latest offset is
-  cached per (table, partition): an offset at or below a value read within `latest_ttl_ms` needs
-  no stream read; only a higher one re-reads the stream (one read per segment and partition in
-  normal operation, as offsets grow). A stream that cannot be read skips the offset rule.
+  children, the table's IdealState and its config are watched reads (`hot(ctx)`, a
+  `tables.cluster.hot_reads.HotReads` kept per kazoo client and shared with the completion
+  manager): no ZooKeeper round trip while they are unchanged, one read after a change (the
+  IdealState parsed once per version). A call the cached state would refuse is checked again
+  against ZooKeeper itself first, so a refusal never rests on a change not yet notified. The
+  partition's latest offset is cached per (table, partition): an offset at or below a value read
+  within `latest_ttl_ms` needs no stream read; only a higher one re-reads the stream (one read
+  per segment and partition in normal operation, as offsets grow). A stream that cannot be read
+  skips the offset rule.
 - A refusal raises `CallRefused`; it is counted in the durable counter
   `llcCompletionCallsRefused.<cause>` (exposed as
   `pinot_controller_llcCompletionCallsRefused_Count{cause}` by `monitoring.controller_metrics`)
@@ -35,6 +37,7 @@ from django.db import DatabaseError, connection
 
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
+from tables.cluster.hot_reads import HotReads
 from tables.domain.backoff import LogThrottle
 from tables.domain.completion_trust import (
     Refusal,
@@ -47,8 +50,6 @@ from tables.security import cluster_token
 from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.zk import codec
 from tables.zk.watched_reads import WatchedReads
-
-from .resources import ResourceManager
 
 __all__ = ["CallRefused", "CallerCheck", "RefusalCounts"]
 
@@ -135,7 +136,7 @@ class CallerCheck:
         self._log = LogThrottle(every_s=log_every_s)
         self._ideal: dict[str, tuple[int, Mapping[str, Mapping[str, str]]]] = {}
         self._ideal_parses: dict[str, threading.Lock] = {}  # one parse per IdealState version
-        self._reads: WatchedReads | None = None
+        self._hot: HotReads | None = None
         self._latest: dict[tuple[str, int], tuple[int, int]] = {}  # -> (offset, read at ms)
         self._providers: dict[str, tuple[dict[str, str], StreamProvider]] = {}
 
@@ -157,7 +158,7 @@ class CallerCheck:
         instance: str,
         offset: int,
     ) -> None:
-        reads = self._reads_of(ctx.client)
+        reads = self.hot(ctx).reads
         live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=False)
         if instance not in replicas:  # never refuse on a cached answer: ask ZooKeeper itself
             live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=True)
@@ -171,11 +172,13 @@ class CallerCheck:
             self._refuse(refusal, instance, segment)
 
     # --- reads ---------------------------------------------------------------------------------
-    def _reads_of(self, client: object) -> WatchedReads:
+    def hot(self, ctx: ClusterContext) -> HotReads:
+        """This process's hot reads on `ctx`'s session (`tables.cluster.hot_reads`), shared with
+        the completion manager: one per kazoo client."""
         with self._lock:
-            if self._reads is None or not self._reads.reads_through(client):
-                self._reads = WatchedReads(client)
-            return self._reads
+            if self._hot is None or not self._hot.reads_through(ctx.client):
+                self._hot = HotReads(ctx.client, ctx.paths)
+            return self._hot
 
     def _caller(
         self,
@@ -246,7 +249,7 @@ class CallerCheck:
 
     def _provider(self, ctx: ClusterContext, table: str) -> StreamProvider | None:
         try:
-            stream_config = ResourceManager(ctx).get_table_config(table).stream_config
+            stream_config = self.hot(ctx).table_config(table).stream_config
         except NotFound:
             return None
         with self._lock:

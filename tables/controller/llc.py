@@ -55,6 +55,7 @@ from typing import Self
 
 from tables import faults
 from tables.cluster.context import ClusterContext
+from tables.cluster.hot_reads import HotReads
 from tables.domain.assignment import consuming_instances_for_partition, max_partitions_per_instance
 from tables.domain.commit import CommitRejected, apply_commit
 from tables.domain.flush import (
@@ -214,17 +215,34 @@ def change_committing(zk: ZkStore, table: str, path: str, segment: str, add: boo
 
 
 class LLCSegmentManager:
-    def __init__(self, ctx: ClusterContext) -> None:
+    def __init__(self, ctx: ClusterContext, hot: HotReads | None = None) -> None:
+        """`hot`: the completion manager's watched reads of the table config, the tagged servers
+        and the cluster config (`tables.cluster.hot_reads`); None reads them from ZooKeeper."""
         self.ctx = ctx
         self.zk = ctx.client
         self.paths = ctx.paths
         self.resources = ResourceManager(ctx)
+        self.hot = hot
 
     # --- reads -------------------------------------------------------------------------------
     def max_completion_time_ms(self) -> int:
+        if self.hot is not None:
+            return max_completion_time_ms(
+                self.hot.cluster_simple_field(MAX_SEGMENT_COMPLETION_TIME_KEY)
+            )
         found = read_record(self.zk, self.paths.cluster_config)
         raw = found.record.simple_fields.get(MAX_SEGMENT_COMPLETION_TIME_KEY) if found else None
         return max_completion_time_ms(raw)
+
+    def _config(self, table: str) -> TableConfig:
+        if self.hot is None:
+            return self.resources.get_table_config(table)
+        return self.hot.table_config(self.resources.table_name(table))
+
+    def _tagged(self, tag: str) -> list[str]:
+        if self.hot is None:
+            return self.resources.tagged_instances(tag)
+        return self.hot.tagged_instances(tag)
 
     def _partition_count(self, config: TableConfig) -> int | None:
         try:
@@ -245,7 +263,7 @@ class LLCSegmentManager:
         Raises CommitRejected (the server is told FAILED) when the segment is not IN_PROGRESS, the
         IdealState no longer has it CONSUMING, or the completion-time guard trips.
         """
-        config = self.resources.get_table_config(table)
+        config = self._config(table)
         table = config.table_name_with_type
         name = LLCSegmentName.parse(committing.segment_name)
         if name is None:
@@ -269,7 +287,7 @@ class LLCSegmentManager:
     ) -> str | None:
         """Pauseless commit start (steps 0 to 3, see the module docstring); returns the next
         segment's name (None when none was made). CommitRejected as `commit_segment_metadata`."""
-        config = self.resources.get_table_config(table)
+        config = self._config(table)
         table = config.table_name_with_type
         name = LLCSegmentName.parse(segment)
         if name is None:
@@ -294,7 +312,7 @@ class LLCSegmentManager:
         """Pauseless commit end: COMMITTING -> DONE (see the module docstring). `next_segment`
         (what commit start made) only goes into the log line. CommitRejected when the guard
         trips, the segment is not COMMITTING or the lost offsets do not fit."""
-        config = self.resources.get_table_config(table)
+        config = self._config(table)
         table = config.table_name_with_type
         segment = committing.segment_name
         meta_path = self.paths.segment(table, segment)
@@ -391,7 +409,7 @@ class LLCSegmentManager:
         now = self.ctx.now_ms()
         next_name = str(name.next(now))
         num_partitions = partitions or 1
-        instances = self.resources.tagged_instances(config.server_tag)
+        instances = self._tagged(config.server_tag)
         per_instance = max_partitions_per_instance(
             num_partitions, config.replication, max(len(instances), 1)
         )

@@ -9,6 +9,8 @@ Contract:
 - Watches: one children watch on IDEALSTATES and one data watch per REALTIME table's IdealState
   (not one per segment). A table is served when its server tenant tag is one of this instance's
   tags. Watches only wake the reconcile thread; a periodic round (`tick_s`) retries what failed.
+  Table configs are watched reads (`tables.cluster.hot_reads`): a change notified before the
+  IdealState change being acted on (ZooKeeper's order) is always seen.
 - Reconcile: for every segment whose IdealState names this instance (and every one it hosts), run
   the next transition of `tables.domain.segment_states.next_step` on a small thread pool, one at a
   time per segment. OFFLINE->CONSUMING starts a `SegmentConsumer` from the segment's ZK start
@@ -60,6 +62,7 @@ from pathlib import Path
 
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
+from tables.cluster.hot_reads import HotReads
 from tables.cluster.reads import ClusterReader
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.commit import is_partition_paused
@@ -122,6 +125,7 @@ class ServerInstance:
         self.admin_port = admin_port if admin_port is not None else port
         self.tags = list(tags or [DEFAULT_TAG])
         self.ctx = ctx
+        self._hot: HotReads | None = None
         self.hold_s, self.tick_s = hold_s, tick_s
         self.client = CompletionClient(instance_id, LeaderLocator(ctx))
         token = token if token is not None else self.client.token  # downloads show it too
@@ -345,7 +349,7 @@ class ServerInstance:
         served = self._serves.get(table)
         if served is None:
             try:
-                config = ClusterReader(self.ctx()).get_table_config(table)
+                config = self._hot_reads().table_config(table)
             except NotFound:
                 return False
             served = self._serves[table] = config.server_tag in self.tags
@@ -488,7 +492,8 @@ class ServerInstance:
         replica.consumer = None
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
-        config, meta = ClusterReader(self.ctx()).config_and_segment(table, segment)
+        config = self._hot_reads().table_config(table)
+        meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
         spec = consuming_spec(table, segment, config, meta)
         consumer = SegmentConsumer(
             spec,
@@ -524,7 +529,15 @@ class ServerInstance:
 
     def _peer_scheme(self, table: str) -> str | None:
         """The table's `peerSegmentDownloadScheme` (the committer asks after a failed upload)."""
-        return ClusterReader(self.ctx()).get_table_config(table).peer_segment_download_scheme
+        return self._hot_reads().table_config(table).peer_segment_download_scheme
+
+    def _hot_reads(self) -> HotReads:
+        """Table configs without a round trip while unchanged (`tables.cluster.hot_reads`);
+        one per kazoo client (a race creates a spare one, harmlessly)."""
+        ctx, hot = self.ctx(), self._hot
+        if hot is None or not hot.reads_through(ctx.client):
+            hot = self._hot = HotReads(ctx.client, ctx.paths)
+        return hot
 
     def replicas_of(self, table: str) -> dict[str, Replica] | None:
         """A snapshot of this server's replicas of `table`, or None when it does not serve the

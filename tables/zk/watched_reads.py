@@ -16,8 +16,11 @@ Contract:
   one-shot watch (`tables.zk.watches.read_watched` / `children_watched`); until that watch fires,
   the same read is answered from memory, with no round trip.
 - Staleness: a watch fires once the change is committed, and ZooKeeper delivers it to this session
-  before any later reply, so a change this session wrote is never answered stale afterwards;
-  another session's change may be, for as long as its notification is in flight. Callers that
+  before any later reply; kazoo drops the fired watch on its connection thread before handing
+  over that later reply (its callback runs afterwards, on another thread), and a cached answer
+  is given only while its watch is still registered (`tables.zk.watches.still_watched`). So a
+  change this session wrote is never answered stale afterwards; another session's change may
+  be, for as long as its notification is in flight. Callers that
   must not act on a stale "no" (refusing a call) ask again with `fresh=True`, which reads
   ZooKeeper and re-arms the watch.
 - A session change (expiry: every watch is lost) drops everything cached.
@@ -32,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tables.zk.watches import children_watched, read_watched
+from tables.zk.watches import children_watched, read_watched, still_watched
 from tables.zk.zookeeper import ZooKeeperStore, raw
 
 __all__ = ["WatchedReads"]
@@ -78,7 +81,8 @@ class WatchedReads:
         session = raw(self.client).client_id
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
-            if not fresh and entry.valid_gen == entry.gen and entry.session == session:
+            cached = entry.valid_gen == entry.gen and entry.session == session
+            if cached and not fresh and still_watched(self.client, key[1], entry.on_change):
                 return entry.value
             gen = entry.gen  # a watch firing during the read below makes this value stale
         value = read(self.client, key[1], entry.on_change)

@@ -11,7 +11,8 @@ Contract:
 - `read_watched(client, path, fn)` / `children_watched(client, path, fn)` read once and leave a
   one-shot watch that calls `fn()` (no arguments) at the next change of the znode (its creation
   when it is missing) or of its children; a reader that re-reads on every wake-up re-arms them.
-  The same `fn` registered twice on one path fires once.
+  The same `fn` registered twice on one path fires once. `still_watched(client, path, fn)` tells,
+  without a round trip, whether that watch has not fired yet, exactly as of now (module below).
 - `listen_session(client, fn)` calls `fn(state)` with "CONNECTED", "SUSPENDED" or "LOST" on every
   change of the session's state, on kazoo's event thread: `fn` must only set memory, never call
   ZooKeeper or block. LOST means the session expired: every ephemeral znode and every watch of it
@@ -35,6 +36,7 @@ __all__ = [
     "children_watched",
     "listen_session",
     "read_watched",
+    "still_watched",
     "watch_children",
     "watch_data",
 ]
@@ -77,15 +79,35 @@ def read_watched(client: Any, path: str, fn: Callable[[], None]) -> tuple[bytes,
 
 
 def children_watched(client: Any, path: str, fn: Callable[[], None]) -> list[str]:
-    """`path`'s children ([] when missing), with a one-shot watch calling `fn()`."""
+    """`path`'s children ([] when missing), with a one-shot watch calling `fn()`: a children
+    watch while `path` exists (its deletion fires it too), else an exists watch."""
     kazoo, watcher = raw(client), _trigger(fn)
     with translating():
-        if kazoo.exists(path, watch=watcher) is None:
-            return []
-        try:
-            return kazoo.get_children(path, watch=watcher)
-        except NoNodeError:
-            return []
+        while True:
+            try:
+                return kazoo.get_children(path, watch=watcher)
+            except NoNodeError:
+                if kazoo.exists(path, watch=watcher) is None:
+                    return []
+            # created between the two calls: its exists watch fired; read its children
+
+
+def still_watched(client: Any, path: str, fn: Callable[[], None]) -> bool:
+    """Whether the one-shot watch that `read_watched` / `children_watched` left on `path` for
+    `fn` is still pending. Kazoo's connection thread drops a watch from its registry the moment
+    the change arrives, before it hands any later reply to a caller, while `fn` itself runs later
+    on the callback thread: so a False here is never later than this session's own write that
+    fired it. (A watch is registered just after its read's reply is handed over: checked in that
+    instant, it reads as gone, which only costs a read.)"""
+    kazoo = raw(client)
+    cached = _TRIGGERS.get(id(fn))
+    if cached is None or cached[0] is not fn:
+        return False
+    full = kazoo.chroot + path if kazoo.chroot else path
+    watcher = cached[1]
+    return watcher in kazoo._data_watchers.get(full, ()) or watcher in kazoo._child_watchers.get(
+        full, ()
+    )
 
 
 def listen_session(client: Any, fn: Callable[[str], None]) -> None:

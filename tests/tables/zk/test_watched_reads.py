@@ -4,6 +4,8 @@ after this session's own write, re-read after another session's change once noti
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tables.zk.client import new_client
@@ -68,7 +70,7 @@ def test_another_sessions_change_is_read_once_notified_or_on_demand(zk, settings
         other.close()
 
 
-def test_a_new_session_drops_the_cache(zk, settings, monkeypatch):
+def test_a_lost_watch_or_a_new_session_drops_the_cache(zk, settings, monkeypatch):
     zk.create("/n", b"v0")
     reads = WatchedReads(as_store(zk))
     assert reads.data("/n")[0] == b"v0"
@@ -80,9 +82,39 @@ def test_a_new_session_drops_the_cache(zk, settings, monkeypatch):
     finally:
         other.stop()
         other.close()
-    assert reads.data("/n")[0] == b"v0"  # nobody said it changed
+    assert reads.data("/n")[0] == b"v1"  # no watch pending: read again, though nobody said so
+    calls = []
+    original = zk._call
+
+    def counting(request, async_object):
+        calls.append(request)
+        return original(request, async_object)
+
+    monkeypatch.setattr(zk, "_call", counting)
+    assert reads.data("/n")[0] == b"v1" and calls == []  # watched again: from memory
     monkeypatch.setattr(type(zk), "client_id", property(lambda self: (12345, b"x")))
-    assert reads.data("/n")[0] == b"v1"
+    assert reads.data("/n")[0] == b"v1" and calls  # another session: read again
+
+
+def test_a_watch_fired_by_an_own_write_is_seen_before_its_callback_runs(zk):
+    """kazoo runs watch callbacks on its callback thread, after the write's reply: the cache asks
+    kazoo's registry of pending watches instead, so it is right at once. Here the callback thread
+    is held for the whole test: no callback runs at all."""
+    zk.create("/n", b"v0")
+    zk.create("/n/a")
+    reads = WatchedReads(as_store(zk))
+    release = threading.Event()
+    zk.handler.callback_queue.put(lambda: release.wait(30))
+    try:
+        for i in range(1, 20):
+            assert reads.data("/n")[0] == f"v{i - 1}".encode()
+            assert len(reads.children("/n")) == i
+            zk.set("/n", f"v{i}".encode())
+            zk.create(f"/n/c{i}")
+            assert reads.data("/n")[0] == f"v{i}".encode()
+            assert len(reads.children("/n")) == i + 1
+    finally:
+        release.set()
 
 
 def test_a_store_without_watches_is_read_each_time():
