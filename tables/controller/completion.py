@@ -193,7 +193,10 @@ class CompletionManager:
     def llc(self) -> LLCSegmentManager:
         """The commit steps on this process's context, with the caller check's hot reads."""
         ctx = self.ctx()
-        return LLCSegmentManager(ctx, self.caller_check.hot(ctx))
+        check = self.caller_check
+        return LLCSegmentManager(
+            ctx, check.hot(ctx), lambda table, partition: check.looks_paused(ctx, table, partition)
+        )
 
     # --- the protocol's calls ----------------------------------------------------------------
     def authenticate(

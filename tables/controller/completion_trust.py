@@ -45,6 +45,7 @@ from tables.domain.completion_trust import (
     check_token,
     refusal_counter_name,
 )
+from tables.domain.idealstate import pause_state, paused_partitions
 from tables.models import DurableCounter
 from tables.security import cluster_token
 from tables.streams.base import StreamError, StreamProvider, provider_for
@@ -136,6 +137,7 @@ class CallerCheck:
         self._log = LogThrottle(every_s=log_every_s)
         self._ideal: dict[str, tuple[int, Mapping[str, Mapping[str, str]]]] = {}
         self._ideal_parses: dict[str, threading.Lock] = {}  # one parse per IdealState version
+        self._paused: dict[str, tuple[bool, frozenset[int]]] = {}  # path -> (table, partitions)
         self._hot: HotReads | None = None
         self._latest: dict[tuple[str, int], tuple[int, int]] = {}  # -> (offset, read at ms)
         self._providers: dict[str, tuple[dict[str, str], StreamProvider]] = {}
@@ -217,10 +219,20 @@ class CallerCheck:
                 cached = self._ideal.get(path)
             if cached is not None and cached[0] == stat.version:
                 return cached[1]  # parsed by the call this one waited for
-            replicas = codec.decode(data).map_fields
+            record = codec.decode(data)
+            paused = (pause_state(record).paused, paused_partitions(record))
             with self._lock:
-                self._ideal[path] = (stat.version, replicas)
-            return replicas
+                self._ideal[path] = (stat.version, record.map_fields)
+                self._paused[path] = paused
+            return record.map_fields
+
+    def looks_paused(self, ctx: ClusterContext, table: str, partition: int) -> bool:
+        """Whether the IdealState of `table` as last parsed here pauses `partition` (False when
+        none was): no I/O, a hint for the commit steps (`tables.controller.llc`), never what
+        decides whether a partition is paused."""
+        with self._lock:
+            table_paused, partitions = self._paused.get(ctx.paths.idealstate(table), (False, ()))
+        return table_paused or partition in partitions
 
     def _latest_offset(
         self, ctx: ClusterContext, table: str, partition: int, offset: int

@@ -4,7 +4,10 @@
 compare-and-set write:
 1. the committing segment's metadata: IN_PROGRESS -> DONE with the built segment's facts;
 2. the next segment's metadata (IN_PROGRESS at the committed end offset), unless the stream no
-   longer has the partition;
+   longer has the partition. When the partition looked paused lately (`paused_hint`: the caller
+   check's last IdealState, no read) the write is deferred: step 3 then adds no segment and there
+   is nothing to delete again (a pause's commits each save a create and a delete); should step 3
+   find the partition resumed after all, it stops, makes the metadata and runs again;
 3. one IdealState update: the committing segment ONLINE on all its replicas, the next segment
    CONSUMING on its instances unless that very IdealState has the table or partition paused;
    refused when the MAX_SEGMENT_COMPLETION_TIME guard (§6.5) trips, that is when `now` is past
@@ -214,15 +217,30 @@ def change_committing(zk: ZkStore, table: str, path: str, segment: str, add: boo
     raise RuntimeError(f"{path}: created and deleted concurrently, {segment} not recorded")
 
 
+class _DeferredNextNeeded(Exception):
+    """Step 3 would add a next segment whose metadata step 2 deferred (the partition looked
+    paused): make the metadata first, then apply step 3 again."""
+
+
 class LLCSegmentManager:
-    def __init__(self, ctx: ClusterContext, hot: HotReads | None = None) -> None:
+    def __init__(
+        self,
+        ctx: ClusterContext,
+        hot: HotReads | None = None,
+        paused_hint: Callable[[str, int], bool] | None = None,
+    ) -> None:
         """`hot`: the completion manager's watched reads of the table config, the tagged servers
-        and the cluster config (`tables.cluster.hot_reads`); None reads them from ZooKeeper."""
+        and the cluster config (`tables.cluster.hot_reads`); None reads them from ZooKeeper.
+        `paused_hint(table, partition)`: whether the partition looked paused lately (the caller
+        check's last IdealState): step 2 then defers the next segment's metadata (step 3)."""
         self.ctx = ctx
         self.zk = ctx.client
         self.paths = ctx.paths
         self.resources = ResourceManager(ctx)
         self.hot = hot
+        self._step1_mtime_ms: dict[str, int] = {}  # metadata path -> mtime after step 1
+        self.paused_hint = paused_hint
+        self._deferred: set[str] = set()  # next segments whose metadata step 2 did not create
 
     # --- reads -------------------------------------------------------------------------------
     def max_completion_time_ms(self) -> int:
@@ -385,11 +403,13 @@ class LLCSegmentManager:
         return result["done"]
 
     def _update_metadata(self, path: str, segment: str, mark: Callable) -> None:
-        """Compare-and-set `mark` over a segment's metadata; CommitRejected when it has none."""
+        """Compare-and-set `mark` over a segment's metadata; CommitRejected when it has none.
+        The znode's mtime after the write is kept for step 3's guard (no second read)."""
         try:
-            update_record(self.zk, path, mark)
+            written = update_record(self.zk, path, mark)
         except NoNode:
             raise CommitRejected(f"{segment} has no metadata") from None
+        self._step1_mtime_ms[path] = written.mtime_ms
 
     def _step2_next_segment(
         self,
@@ -398,10 +418,11 @@ class LLCSegmentManager:
         committing: CommittingSegment,
         done: SegmentZKMetadata,
     ) -> tuple[SegmentZKMetadata | None, list[str]]:
-        """The next segment's metadata (created in ZooKeeper) and the replicas it goes to, or
-        (None, []) when the partition ended. Whether the table or partition is paused is decided
-        by step 3 alone, on the IdealState it replaces: a pause or resume that lands between the
-        two steps then cannot leave the partition without its next segment, or with one."""
+        """The next segment's metadata (created in ZooKeeper, or deferred: module docstring) and
+        the replicas it goes to, or (None, []) when the partition ended. Whether the table or
+        partition is paused is decided by step 3 alone, on the IdealState it replaces: a pause or
+        resume that lands between the two steps then cannot leave the partition without its next
+        segment, or with one."""
         table = config.table_name_with_type
         partitions = self._partition_count(config)
         if partitions is not None and name.partition_group_id >= partitions:
@@ -418,19 +439,24 @@ class LLCSegmentManager:
         meta = new_in_progress(
             next_name, str(committing.end_offset), config.replication, threshold, now
         )
-        # NodeExists: a retried commit made it already (same name, same start offset).
-        with contextlib.suppress(NodeExists):
-            create_record(self.zk, self.paths.segment(table, next_name), meta.to_znrecord())
+        if self.paused_hint is not None and self.paused_hint(table, name.partition_group_id):
+            self._deferred.add(next_name)  # made by step 3 only if it adds the segment after all
+        else:
+            self._create_next(table, meta)
         replicas = consuming_instances_for_partition(
             table, instances, name.partition_group_id, config.replication
         )
         return meta, replicas
 
     def _refuse_if_too_late(self, meta_path: str, segment: str) -> None:
-        """The MAX_SEGMENT_COMPLETION_TIME guard (§6.5) on the metadata znode's mtime."""
-        stat = self.zk.exists(meta_path)
+        """The MAX_SEGMENT_COMPLETION_TIME guard (§6.5) on the metadata znode's mtime: as step 1
+        of this commit left it (its write's reply), else read."""
+        mtime = self._step1_mtime_ms.pop(meta_path, None)
+        if mtime is None:
+            stat = self.zk.exists(meta_path)
+            mtime = None if stat is None else stat.mtime
         limit = self.max_completion_time_ms()
-        if stat is None or self.ctx.now_ms() > stat.mtime + limit:
+        if mtime is None or self.ctx.now_ms() > mtime + limit:
             raise CommitRejected(
                 f"{segment}: commit took longer than {limit} ms "
                 "(MAX_SEGMENT_COMPLETION_TIME); the healing manager repairs it"
@@ -448,7 +474,15 @@ class LLCSegmentManager:
         segment did not make it into the IdealState. Returns the next segment's name or None."""
         table = config.table_name_with_type
         try:
-            added = self._step3_idealstate(config, committing, next_meta, next_replicas, meta_path)
+            try:
+                added = self._step3_idealstate(
+                    config, committing, next_meta, next_replicas, meta_path
+                )
+            except _DeferredNextNeeded:  # resumed since it looked paused: make it, then again
+                self._create_next(table, next_meta)
+                added = self._step3_idealstate(
+                    config, committing, next_meta, next_replicas, meta_path
+                )
         except Exception:
             self._drop_next(table, next_meta)
             raise
@@ -471,16 +505,26 @@ class LLCSegmentManager:
 
         def change(record):
             result = apply_commit(record, committing.segment_name, next_name, next_replicas)
+            if result.next_segment_added and next_name in self._deferred:
+                raise _DeferredNextNeeded(next_name)  # this call only: nothing written for it
             added["value"] = result.next_segment_added
             return result.idealstate
 
         update_idealstate(self.zk, self.paths.idealstate(config.table_name_with_type), change)
         return added.get("value", False)
 
+    def _create_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
+        """Step 2's write; NodeExists: a retried commit made it already (same name and start)."""
+        if meta is None:
+            return
+        with contextlib.suppress(NodeExists):
+            create_record(self.zk, self.paths.segment(table, meta.segment_name), meta.to_znrecord())
+        self._deferred.discard(meta.segment_name)
+
     def _drop_next(self, table: str, meta: SegmentZKMetadata | None) -> None:
         """Delete the next segment's metadata again, unless a healing run adopted it into the
-        IdealState meanwhile (`drop_unless_in_idealstate`)."""
-        if meta is not None:
+        IdealState meanwhile (`drop_unless_in_idealstate`). One never made needs nothing."""
+        if meta is not None and meta.segment_name not in self._deferred:
             drop_unless_in_idealstate(self.ctx, table, meta.segment_name)
 
     @staticmethod

@@ -141,6 +141,33 @@ def test_a_paused_table_or_partition_commits_without_a_next_segment(ctx, zk, top
     )
 
 
+def test_a_partition_known_paused_commits_without_making_or_deleting_a_next_segment(ctx, zk, topic):
+    """With the pause hint (the caller check's last IdealState) step 2 makes nothing: the
+    segments folder sees no create and no delete (its children version is unchanged)."""
+    _create(ctx, topic)
+    update_record(zk, PATHS.idealstate(TABLE), lambda r: with_paused_partitions(r, {1}))
+    segment = _segment(zk, 1)
+    before = zk.exists(PATHS.segments(TABLE)).cversion
+    manager = LLCSegmentManager(ctx, paused_hint=lambda table, partition: partition == 1)
+    assert manager.commit_segment_metadata("githubEvents", _committing(segment, 10)) is None
+    assert zk.exists(PATHS.segments(TABLE)).cversion == before
+    ideal = read_record(zk, PATHS.idealstate(TABLE)).record
+    assert set(ideal.map_fields[segment].values()) == {"ONLINE"}
+    assert [s for s in ideal.map_fields if s.startswith("githubEvents__1__")] == [segment]
+
+
+def test_a_stale_paused_hint_still_gives_a_resumed_partition_its_next_segment(ctx, zk, topic):
+    _create(ctx, topic)
+    segment = _segment(zk, 0)
+    manager = LLCSegmentManager(ctx, paused_hint=lambda table, partition: True)  # not paused
+    next_name = manager.commit_segment_metadata("githubEvents", _committing(segment, 10))
+    assert next_name is not None and next_name.startswith("githubEvents__0__1__")
+    ideal = read_record(zk, PATHS.idealstate(TABLE)).record
+    assert set(ideal.map_fields[next_name].values()) == {"CONSUMING"}
+    meta = _meta(zk, next_name)
+    assert (meta.status, meta.start_offset) == ("IN_PROGRESS", "10")
+
+
 def test_a_commit_past_the_completion_time_guard_is_refused(ctx, zk, topic, clock):
     _create(ctx, topic)
     segment = _segment(zk, 3)
