@@ -7,8 +7,9 @@ Contract:
   before the call reaches an FSM (so a refused call creates no FSM either). The LIVEINSTANCES
   children, the table's IdealState and its config are watched reads (`hot(ctx)`, a
   `tables.cluster.hot_reads.HotReads` kept per kazoo client and shared with the completion
-  manager): no ZooKeeper round trip while they are unchanged, one read after a change (the
-  IdealState parsed once per version). A call the cached state would refuse is checked again
+  manager): no ZooKeeper round trip while they are unchanged, nor for a call that a read less
+  than `STALE_ACCEPT_S` old accepts; one read after a change (the IdealState parsed once per
+  version). A call the cached state would refuse is checked again
   against ZooKeeper itself first, so a refusal never rests on a change not yet notified. The
   partition's latest offset is cached per (table, partition): an offset at or below a value read
   within `latest_ttl_ms` needs no stream read; only a higher one re-reads the stream (one read
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 
 LOG_EVERY_S = 60.0
 LATEST_TTL_MS = 30_000
+#: A call the LIVEINSTANCES and IdealState read less than this long ago accept is accepted even
+#: when they changed since (a pause's burst of commit ends, each after another commit's IdealState
+#: write, reads it once, not once per call); a call they would refuse is checked afresh.
+STALE_ACCEPT_S = 1.0
 FLUSH_EVERY_S = 2.0
 
 
@@ -193,19 +198,20 @@ class CallerCheck:
     ) -> tuple[bool, Mapping[str, str]]:
         """Is `instance` live, and the IdealState's {instance: state} of `segment` (empty when
         not live)."""
-        live = instance in reads.children(ctx.paths.liveinstances, fresh=fresh)
+        stale_ok_s = 0.0 if fresh else STALE_ACCEPT_S
+        live = instance in reads.children(ctx.paths.liveinstances, fresh, stale_ok_s)
         if not live:
             return False, {}
         path = ctx.paths.idealstate(table)
-        return True, self._replicas(reads, path, fresh).get(segment, {})
+        return True, self._replicas(reads, path, fresh, stale_ok_s).get(segment, {})
 
     def _replicas(
-        self, reads: WatchedReads, path: str, fresh: bool
+        self, reads: WatchedReads, path: str, fresh: bool, stale_ok_s: float = 0.0
     ) -> Mapping[str, Mapping[str, str]]:
         """The IdealState's segment -> {instance: state}, parsed once per version (equal, not
         newer: a re-created table starts again at 0), however many calls find it moved at once
         (a pause's burst of calls, each after another commit's IdealState write)."""
-        found = reads.data(path, fresh=fresh)
+        found = reads.data(path, fresh, stale_ok_s)
         if found is None:
             return {}
         data, stat = found

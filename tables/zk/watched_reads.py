@@ -22,7 +22,8 @@ Contract:
   change this session wrote is never answered stale afterwards; another session's change may
   be, for as long as its notification is in flight. Callers that
   must not act on a stale "no" (refusing a call) ask again with `fresh=True`, which reads
-  ZooKeeper and re-arms the watch.
+  ZooKeeper and re-arms the watch. `stale_ok_s` > 0 takes a value read less than that many
+  seconds ago even when its znode changed since (for answers a recent past still makes right).
 - A session change (expiry: every watch is lost) drops everything cached.
 - Clients without watches (the in-memory store) are read directly each time.
 - Thread-safe: the lock is never held across I/O; watch callbacks only mark entries stale.
@@ -31,6 +32,7 @@ Contract:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,7 @@ class _Entry:
     session: Any = None
     gen: int = 0  # bumped by the entry's watch
     valid_gen: int = -1  # the gen its value was read in (valid while equal)
+    read_at: float = 0.0  # time.monotonic() of the read that gave `value`
 
     def __post_init__(self) -> None:
         self.on_change = self.changed  # one callable per entry: the watch registry dedups by it
@@ -67,27 +70,34 @@ class WatchedReads:
         is wrapped (each `ClusterContext` wraps the process's client in a new store object)."""
         return raw(client) is raw(self.client)
 
-    def children(self, path: str, fresh: bool = False) -> list[str]:
+    def children(self, path: str, fresh: bool = False, stale_ok_s: float = 0.0) -> list[str]:
         if not self._watches:
             return list(self.client.get_children(path)) if self.client.exists(path) else []
-        return self._read(("children", path), fresh, children_watched)
+        return self._read(("children", path), fresh, children_watched, stale_ok_s)
 
-    def data(self, path: str, fresh: bool = False) -> tuple[bytes, Any] | None:
+    def data(
+        self, path: str, fresh: bool = False, stale_ok_s: float = 0.0
+    ) -> tuple[bytes, Any] | None:
         if not self._watches:
             return None if self.client.exists(path) is None else self.client.get(path)
-        return self._read(("data", path), fresh, read_watched)
+        return self._read(("data", path), fresh, read_watched, stale_ok_s)
 
-    def _read(self, key: tuple[str, str], fresh: bool, read: Callable) -> Any:
+    def _read(self, key: tuple[str, str], fresh: bool, read: Callable, stale_ok_s: float) -> Any:
         session = raw(self.client).client_id
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
-            cached = entry.valid_gen == entry.gen and entry.session == session
-            if cached and not fresh and still_watched(self.client, key[1], entry.on_change):
+            known = entry.valid_gen >= 0 and entry.session == session and not fresh
+            if known and time.monotonic() - entry.read_at < stale_ok_s:
+                return entry.value  # changed or not: the caller takes a value that young
+            valid = entry.valid_gen == entry.gen
+            if known and valid and still_watched(self.client, key[1], entry.on_change):
                 return entry.value
             gen = entry.gen  # a watch firing during the read below makes this value stale
+        read_at = time.monotonic()
         value = read(self.client, key[1], entry.on_change)
         with self._lock:
             entry.value, entry.session, entry.valid_gen = value, session, gen
+            entry.read_at = read_at
         return value
 
 

@@ -124,3 +124,14 @@ def test_a_store_without_watches_is_read_each_time():
     assert reads.data("/n")[0] == b"v0" and reads.children("/n") == []
     store.set("/n", b"v1")
     assert reads.data("/n")[0] == b"v1" and reads.children("/missing") == []
+
+
+def test_a_young_value_is_taken_when_the_caller_says_so(zk):
+    zk.create("/n", b"v0")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0"
+    zk.set("/n", b"v1")
+    assert reads.data("/n", stale_ok_s=60.0)[0] == b"v0"  # read just now: good enough
+    assert reads.data("/n")[0] == b"v1"  # otherwise the change is seen
+    assert reads.data("/n", stale_ok_s=60.0)[0] == b"v1"
+    assert reads.data("/n", fresh=True, stale_ok_s=60.0)[0] == b"v1"
