@@ -22,6 +22,7 @@ from tables.controller import completion as completion_manager
 from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
 from tables.domain.completion_trust import Cause, refusal_counter_name
+from tables.domain.idealstate import with_paused_partitions
 from tables.domain.leadership import LEAD_CONTROLLER_RESOURCE, partition_name
 from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.domain.table_config import switch_stream_type
@@ -34,6 +35,7 @@ from tables.streams.redis_streams import RedisTopicAdmin
 from tables.zk.records import create_record, read_record, update_record
 from tables.zk.zookeeper import raw
 from tests.cluster_fixtures import PATHS, SERVERS, load
+from tests.poll import wait_until
 from tests.tables.leaders import lead_every_partition
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db]
@@ -201,6 +203,26 @@ def test_calls_after_the_first_read_liveness_and_replicas_from_memory(table, mon
         controller._call = original
     assert not set(paths) & set(watched), paths  # (before the fix: both, twice each)
     assert watchers() == before
+
+
+def test_the_caller_check_remembers_which_partitions_the_idealstate_pauses(table):
+    """The pause hint the commit steps use (no read of its own): what the last IdealState the
+    caller check parsed says, partition by partition."""
+    client = server_client()
+    check = completion.manager().caller_check
+    ctx = context.current()
+    assert not check.looks_paused(ctx, TABLE, 2)  # nothing parsed yet: no hint
+    update_record(table, PATHS.idealstate(TABLE), lambda r: with_paused_partitions(r, {2}))
+    segment, (a, _), start = _segment(table, 2)
+    wait_until(
+        lambda: (
+            _consumed(client, a, segment, start + 5)["status"] != "FAILED"
+            and check.looks_paused(ctx, TABLE, 2)
+        ),
+        10,
+        what="the paused IdealState parsed by the caller check",
+    )
+    assert not check.looks_paused(ctx, TABLE, 1)
 
 
 def test_a_controller_that_does_not_lead_the_table_says_not_leader(table):
