@@ -16,6 +16,12 @@ Contract:
 - `tagged_instances(tag)`: the participants whose instance config carries `tag`, sorted (as
   `ClusterReader.tagged_instances`).
 - `cluster_simple_field(key)`: a simple field of the cluster config, or None.
+- `idealstate(table, fresh, stale_ok_s)`: the table's IdealState record, or None when missing
+  (`fresh` and `stale_ok_s` as `WatchedReads.data`); `last_idealstate(table)` is the one parsed
+  last, without any I/O (None when none was).
+- Each znode version is parsed once, however many threads find it new at once (a pause's burst
+  of calls, each after another commit's IdealState write).
+- `HotReads.reuse(hot, ctx)`: `hot` when it reads through `ctx`'s client, else a new one.
 - Thread-safe; the lock is never held across I/O. Parsed values are shared: callers must not
   mutate them.
 """
@@ -33,6 +39,7 @@ from tables.zk import codec
 from tables.zk.paths import ClusterPaths
 from tables.zk.watched_reads import WatchedReads
 
+from .context import ClusterContext
 from .errors import NotFound
 
 __all__ = ["HotReads"]
@@ -46,9 +53,27 @@ class HotReads:
         self.paths = paths
         self._lock = threading.Lock()
         self._parsed: dict[str, tuple[tuple[int, int], Any]] = {}  # path -> (stamp, value)
+        self._parsing: dict[str, threading.Lock] = {}  # path -> held while one thread parses it
+
+    @classmethod
+    def reuse(cls, hot: HotReads | None, ctx: ClusterContext) -> HotReads:
+        """`hot` when it reads through `ctx.client`'s session, else a new one for it."""
+        if hot is not None and hot.reads_through(ctx.client):
+            return hot
+        return cls(ctx.client, ctx.paths)
 
     def reads_through(self, client: Any) -> bool:
         return self.reads.reads_through(client)
+
+    def idealstate(
+        self, table: str, fresh: bool = False, stale_ok_s: float = 0.0
+    ) -> ZNRecord | None:
+        return self._parse(self.paths.idealstate(table), _same, fresh, stale_ok_s)
+
+    def last_idealstate(self, table: str) -> ZNRecord | None:
+        with self._lock:
+            cached = self._parsed.get(self.paths.idealstate(table))
+        return None if cached is None else cached[1]
 
     def table_config(self, table: str) -> TableConfig:
         config = self._parse(self.paths.table_config(table), table_config_from_znrecord)
@@ -69,21 +94,33 @@ class HotReads:
         record = self._parse(self.paths.cluster_config, _same)
         return None if record is None else record.simple_fields.get(key)
 
-    def _parse(self, path: str, parse: Callable[[ZNRecord], _T]) -> _T | None:
+    def _parse(
+        self,
+        path: str,
+        parse: Callable[[ZNRecord], _T],
+        fresh: bool = False,
+        stale_ok_s: float = 0.0,
+    ) -> _T | None:
         """`parse` of the znode's record, once per version; None when the znode is missing."""
-        found = self.reads.data(path)
+        found = self.reads.data(path, fresh, stale_ok_s)
         if found is None:
             return None
         data, stat = found
         stamp = (getattr(stat, "mzxid", 0), stat.version)
         with self._lock:
             cached = self._parsed.get(path)
+            parsing = self._parsing.setdefault(path, threading.Lock())
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        value = parse(codec.decode(data))
-        with self._lock:
-            self._parsed[path] = (stamp, value)
-        return value
+        with parsing:
+            with self._lock:
+                cached = self._parsed.get(path)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]  # parsed by the thread this one waited for
+            value = parse(codec.decode(data))
+            with self._lock:
+                self._parsed[path] = (stamp, value)
+            return value
 
 
 def _same(record: ZNRecord) -> ZNRecord:

@@ -9,8 +9,8 @@ Contract:
   `tables.cluster.hot_reads.HotReads` kept per kazoo client and shared with the completion
   manager): no ZooKeeper round trip while they are unchanged, nor for a call that a read less
   than `STALE_ACCEPT_S` old accepts; one read after a change (the IdealState parsed once per
-  version). A call the cached state would refuse is checked again
-  against ZooKeeper itself first, so a refusal never rests on a change not yet notified. The
+  version). A call the cached state would refuse is checked again against ZooKeeper itself
+  first, so a refusal never rests on a change not yet notified. The
   partition's latest offset is cached per (table, partition): an offset at or below a value read
   within `latest_ttl_ms` needs no stream read; only a higher one re-reads the stream (one read
   per segment and partition in normal operation, as offsets grow). A stream that cannot be read
@@ -40,18 +40,16 @@ from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.hot_reads import HotReads
 from tables.domain.backoff import LogThrottle
+from tables.domain.commit import is_partition_paused
 from tables.domain.completion_trust import (
     Refusal,
     check_caller,
     check_token,
     refusal_counter_name,
 )
-from tables.domain.idealstate import pause_state, paused_partitions
 from tables.models import DurableCounter
 from tables.security import cluster_token
 from tables.streams.base import StreamError, StreamProvider, provider_for
-from tables.zk import codec
-from tables.zk.watched_reads import WatchedReads
 
 __all__ = ["CallRefused", "CallerCheck", "RefusalCounts"]
 
@@ -140,9 +138,6 @@ class CallerCheck:
         self._latest_ttl_ms = latest_ttl_ms
         self._lock = threading.Lock()
         self._log = LogThrottle(every_s=log_every_s)
-        self._ideal: dict[str, tuple[int, Mapping[str, Mapping[str, str]]]] = {}
-        self._ideal_parses: dict[str, threading.Lock] = {}  # one parse per IdealState version
-        self._paused: dict[str, tuple[bool, frozenset[int]]] = {}  # path -> (table, partitions)
         self._hot: HotReads | None = None
         self._latest: dict[tuple[str, int], tuple[int, int]] = {}  # -> (offset, read at ms)
         self._providers: dict[str, tuple[dict[str, str], StreamProvider]] = {}
@@ -165,10 +160,10 @@ class CallerCheck:
         instance: str,
         offset: int,
     ) -> None:
-        reads = self.hot(ctx).reads
-        live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=False)
+        hot = self.hot(ctx)
+        live, replicas = self._caller(ctx, hot, table, segment, instance, fresh=False)
         if instance not in replicas:  # never refuse on a cached answer: ask ZooKeeper itself
-            live, replicas = self._caller(ctx, reads, table, segment, instance, fresh=True)
+            live, replicas = self._caller(ctx, hot, table, segment, instance, fresh=True)
         latest = None
         if live and instance in replicas:
             latest = self._latest_offset(ctx, table, partition, offset)
@@ -183,14 +178,13 @@ class CallerCheck:
         """This process's hot reads on `ctx`'s session (`tables.cluster.hot_reads`), shared with
         the completion manager: one per kazoo client."""
         with self._lock:
-            if self._hot is None or not self._hot.reads_through(ctx.client):
-                self._hot = HotReads(ctx.client, ctx.paths)
+            self._hot = HotReads.reuse(self._hot, ctx)
             return self._hot
 
     def _caller(
         self,
         ctx: ClusterContext,
-        reads: WatchedReads,
+        hot: HotReads,
         table: str,
         segment: str,
         instance: str,
@@ -199,46 +193,18 @@ class CallerCheck:
         """Is `instance` live, and the IdealState's {instance: state} of `segment` (empty when
         not live)."""
         stale_ok_s = 0.0 if fresh else STALE_ACCEPT_S
-        live = instance in reads.children(ctx.paths.liveinstances, fresh, stale_ok_s)
+        live = instance in hot.reads.children(ctx.paths.liveinstances, fresh, stale_ok_s)
         if not live:
             return False, {}
-        path = ctx.paths.idealstate(table)
-        return True, self._replicas(reads, path, fresh, stale_ok_s).get(segment, {})
-
-    def _replicas(
-        self, reads: WatchedReads, path: str, fresh: bool, stale_ok_s: float = 0.0
-    ) -> Mapping[str, Mapping[str, str]]:
-        """The IdealState's segment -> {instance: state}, parsed once per version (equal, not
-        newer: a re-created table starts again at 0), however many calls find it moved at once
-        (a pause's burst of calls, each after another commit's IdealState write)."""
-        found = reads.data(path, fresh, stale_ok_s)
-        if found is None:
-            return {}
-        data, stat = found
-        with self._lock:
-            cached = self._ideal.get(path)
-            parsing = self._ideal_parses.setdefault(path, threading.Lock())
-        if cached is not None and cached[0] == stat.version:
-            return cached[1]
-        with parsing:
-            with self._lock:
-                cached = self._ideal.get(path)
-            if cached is not None and cached[0] == stat.version:
-                return cached[1]  # parsed by the call this one waited for
-            record = codec.decode(data)
-            paused = (pause_state(record).paused, paused_partitions(record))
-            with self._lock:
-                self._ideal[path] = (stat.version, record.map_fields)
-                self._paused[path] = paused
-            return record.map_fields
+        record = hot.idealstate(table, fresh, stale_ok_s)
+        return True, {} if record is None else record.map_fields.get(segment, {})
 
     def looks_paused(self, ctx: ClusterContext, table: str, partition: int) -> bool:
         """Whether the IdealState of `table` as last parsed here pauses `partition` (False when
         none was): no I/O, a hint for the commit steps (`tables.controller.llc`), never what
         decides whether a partition is paused."""
-        with self._lock:
-            table_paused, partitions = self._paused.get(ctx.paths.idealstate(table), (False, ()))
-        return table_paused or partition in partitions
+        record = self.hot(ctx).last_idealstate(table)
+        return record is not None and is_partition_paused(record, partition)
 
     def _latest_offset(
         self, ctx: ClusterContext, table: str, partition: int, offset: int

@@ -534,10 +534,8 @@ class ServerInstance:
     def _hot_reads(self) -> HotReads:
         """Table configs without a round trip while unchanged (`tables.cluster.hot_reads`);
         one per kazoo client (a race creates a spare one, harmlessly)."""
-        ctx, hot = self.ctx(), self._hot
-        if hot is None or not hot.reads_through(ctx.client):
-            hot = self._hot = HotReads(ctx.client, ctx.paths)
-        return hot
+        self._hot = HotReads.reuse(self._hot, self.ctx())
+        return self._hot
 
     def replicas_of(self, table: str) -> dict[str, Replica] | None:
         """A snapshot of this server's replicas of `table`, or None when it does not serve the
