@@ -13,7 +13,8 @@ Contract:
 - `succeeded(table, segment)`: a build worked; the segment's record (if any) goes.
 - `hold_of(table, segment)`: the hold alone, for a consumer waiting after a refused commit.
 - Never raises: the back-off must not break a commit. A record that cannot be read or written
-  (database or ZooKeeper trouble) is logged and read as "no hold", i.e. today's behaviour.
+  (database or ZooKeeper trouble, or no answer from the database thread within `DB_WAIT_S`) is
+  logged and read as "no hold", i.e. today's behaviour.
 - Cost on the commit path: `check` is one indexed database read; the fingerprint (two ZooKeeper
   reads) is only read when a record exists, or after a deterministic failure (`failed` with
   `fingerprint` None reads it then: a config changed during that very build is recorded as the
@@ -44,6 +45,10 @@ __all__ = ["BuildHolds"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: How long a commit waits for the database thread's answer: a stalled database must not stall
+#: the commit path (past it, the back-off is read as "no hold", as for any database trouble).
+DB_WAIT_S = 5.0
+
 
 def _fresh(call: Callable[[], T]) -> T:
     close_old_connections()  # a connection the database dropped, or past CONN_MAX_AGE, is renewed
@@ -63,7 +68,8 @@ class BuildHolds:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="build-holds")
 
     def _on_db(self, call: Callable[[], T]) -> T:
-        return self._db.submit(_fresh, call).result()
+        """`call` on the database thread; TimeoutError past `DB_WAIT_S` (read as "no hold")."""
+        return self._db.submit(_fresh, call).result(timeout=DB_WAIT_S)
 
     def fingerprint(self, table: str) -> str | None:
         try:
