@@ -331,3 +331,19 @@ def test_s3_round_trip(segment_file, tmp_path):
         store.delete(key)
         store.delete(upload)
     assert not store.exists(key)
+
+
+def test_the_configured_store_is_made_once_per_uri(settings, tmp_path):
+    from tables import builds
+
+    settings.DEEP_STORE_ENDPOINT_URL = ""
+    settings.DEEP_STORE_URI = (tmp_path / "first").as_uri()
+    first = builds.deep_store()
+    assert builds.deep_store() is first  # no root resolution per call
+    assert first.root == str((tmp_path / "first").resolve()) and (tmp_path / "first").is_dir()
+
+    settings.DEEP_STORE_URI = (tmp_path / "second").as_uri()
+    second = builds.deep_store()
+    assert second is not first and second.root == str((tmp_path / "second").resolve())
+    settings.DEEP_STORE_URI = (tmp_path / "first").as_uri()
+    assert builds.deep_store() is first
