@@ -14,7 +14,9 @@ of that many partitions (replication 2, its own topic and schema), and each of `
    consumingSegments: []` (every partition through the same protocol at once, 2 replicas each);
 4. resume (lastConsumed) for the next round.
 `--warmup` (1) rounds come first for each size and are not counted: the first build starts
-Spark's JVM.
+Spark's JVM. Each invocation starts from an empty deep-store folder per table (a commit end lists
+its table's folder for other uploads of the segment: segments kept from earlier invocations made
+later ones slower).
 
     make test-services-up
     .venv/bin/python bench/pause.py [--partitions 16 64] [--rows-per-partition 100] [--runs 3]
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -56,6 +59,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from tables.builds import deep_store  # noqa: E402
 from tables.cluster import context  # noqa: E402
 from tables.controller.force_commit import ForceCommitManager  # noqa: E402
 from tables.controller.pause import PauseManager  # noqa: E402
@@ -221,6 +225,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds per table size")
     args = parser.parse_args()
     Path(os.environ["DATABASE_TEST_NAME"]).unlink(missing_ok=True)
+    for partitions in args.partitions:  # earlier runs' segments: every commit end lists the folder
+        shutil.rmtree(Path(deep_store().root) / f"pause{partitions}", ignore_errors=True)
     call_command("migrate", verbosity=0)
     workers = CeleryProcesses(tests.envdefaults.VAR_DIR / "logs", os.environ["ZK_HOSTS"])
     workers.start()

@@ -21,6 +21,9 @@ Contract:
   an operator; `unavailable_reason(exc)` names any error that means "ZooKeeper is not reachable
   right now" (kazoo's connection loss, session expiry, closed connection, time-outs), so callers
   outside this package need not import kazoo to tell a transient outage from a bug.
+- Its connection thread waits on its sockets with one `poll` per wait
+  (`tables.zk.poll_handler`), not kazoo's five system calls: in a busy process each call is a
+  wait for the interpreter lock, and every ZooKeeper call of the process goes through that thread.
 - A chroot in the connect string ("h1:p1,h2:p2,h3:p3/pinot") is honoured by kazoo, which prefixes
   it to every path; ZooKeeper refuses paths under a chroot node that does not exist, so
   `new_client` creates a missing chroot (and its parents) once, through a short-lived client on
@@ -42,6 +45,8 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
+
+from .poll_handler import PollThreadingHandler
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ def new_client(hosts: str, timeout: float = 5.0) -> KazooClient:
         timeout=max(timeout, 1.0),
         connection_retry=_retry(),
         command_retry=_retry(),
+        handler=PollThreadingHandler(),
     )
     # start_async rather than start: start() warns when the chroot is missing; it is made below.
     client.start_async().wait(timeout=timeout)
