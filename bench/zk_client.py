@@ -98,7 +98,8 @@ def main() -> int:
         print(f"ZooKeeper at {hosts} unreachable ({exc}): make test-services-up first")
         return 1
     setup = clients["stock"]
-    setup.delete(BASE, recursive=True) if setup.exists(BASE) else None
+    if setup.exists(BASE):
+        setup.delete(BASE, recursive=True)
     for index in range(args.callers):
         setup.create(f"{BASE}/n{index}", b"x" * 600, makepath=True)
     print(
