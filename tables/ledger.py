@@ -31,7 +31,6 @@ Nothing is written anywhere.
 
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 import tempfile
@@ -39,8 +38,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from tables.builds import deep_store
 from tables.cluster.context import ClusterContext
@@ -67,6 +64,7 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.segments.deepstore import DeepStore
 from tables.segments.frames import OFFSET_COLUMN
+from tables.segments.parquet_read import read_parquet
 from tables.segments.segment_format import DATA_FILE, read_segment_files
 from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.streams.producer import DEFAULT_KEY_FIELD
@@ -173,7 +171,7 @@ def _segment_rows(
         files = read_segment_files(local)
         if DATA_FILE not in files:
             raise ValueError(f"no {DATA_FILE} in the segment")
-        table = pq.read_table(io.BytesIO(files[DATA_FILE]))
+        table = read_parquet(files[DATA_FILE])
         declared = files.get(FILTERED_OFFSETS_FILE, b"").decode("ascii")
         filtered = [o for a, b in parse_offset_ranges(declared) for o in range(a, b)]
         unnested = UNNEST_FILE in files

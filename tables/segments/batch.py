@@ -55,6 +55,7 @@ from pyspark.sql import types as T
 from tables.domain.schema import FieldSpec, Schema
 from tables.segments import frames, null_values
 from tables.segments.errors import BuildError
+from tables.segments.parquet_read import read_parquet
 from tables.segments.transforms import (
     ComplexTypes,
     RowFilter,
@@ -150,7 +151,7 @@ def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
         merged_dir.mkdir(parents=True)
         with pq.ParquetWriter(merged_dir / "rows.parquet", _MERGED_SCHEMA) as writer:
             for index, path in small:
-                rows = pq.read_table(path, columns=["offset", "value"])
+                rows = read_parquet(path, columns=["offset", "value"])
                 seg = pa.array([index] * rows.num_rows, pa.int32())
                 writer.write_table(
                     pa.table([rows["offset"], rows["value"], seg], schema=_MERGED_SCHEMA)

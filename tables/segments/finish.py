@@ -48,6 +48,7 @@ from tables.segments import arrow_stats, frames
 from tables.segments.batch import TIME_KEY, GroupOutput, GroupPlan
 from tables.segments.data_file import ROW_GROUP_ROWS, DataFileWriter, arrow_schema
 from tables.segments.errors import BuildError
+from tables.segments.parquet_read import read_parquet
 from tables.segments.segment_format import (
     CREATION_META,
     DATA_FILE,
@@ -186,7 +187,7 @@ def _repeats(output: GroupOutput, index: int) -> bool:
     if index in output.tables and frames.UNNEST_KEY in output.tables[index].column_names:
         rows = output.tables[index].select(keys)
     elif index in output.files and frames.UNNEST_KEY in pq.read_schema(output.files[index]).names:
-        rows = pq.read_table(output.files[index], columns=keys)
+        rows = read_parquet(output.files[index], columns=keys)
     else:
         return False
     return rows.group_by(keys).aggregate([]).num_rows != rows.num_rows

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import gzip
-import io
 import struct
 import tarfile
 from collections.abc import Mapping
@@ -32,7 +31,8 @@ from pathlib import Path
 from typing import IO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from tables.segments.parquet_read import read_parquet
 
 __all__ = [
     "CREATION_META",
@@ -235,4 +235,4 @@ def read_segment(tar_path: Path) -> tuple[dict[str, str], pa.Table]:
     if missing:
         raise ValueError(f"{tar_path} is not a segment: no {', '.join(missing)}")
     metadata = parse_properties(files[METADATA_FILE].decode("ascii"))
-    return metadata, pq.read_table(io.BytesIO(files[DATA_FILE]))
+    return metadata, read_parquet(files[DATA_FILE])
