@@ -33,7 +33,6 @@ consumer finds offsets 0..39 gone, logs them, declares `0-40` at commit end, the
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 import subprocess
@@ -43,7 +42,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
 
@@ -57,6 +55,7 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import CUSTOM_MAP, SegmentStatus, SegmentZKMetadata
 from tables.domain.znrecord import ZNRecord
 from tables.models import DurableCounter, Job
+from tables.segments.parquet_read import read_parquet
 from tables.segments.segment_format import DATA_FILE, read_segment_files
 from tables.streams.base import provider_for
 from tables.streams.producer import partition_for_key, read_rows
@@ -392,7 +391,7 @@ def _segment_rows(table: str, segment: str) -> list[dict]:
         local = Path(work) / f"{segment}.tar.gz"
         store.download(store.segment_key(table.removesuffix("_REALTIME"), segment), local)
         data = read_segment_files(local)[DATA_FILE]
-    return pq.read_table(io.BytesIO(data)).to_pylist()
+    return read_parquet(data).to_pylist()
 
 
 def _geography_point(lon: float, lat: float) -> bytes:

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 from tables.domain.schema import parse_schema
 from tables.segments import data_file
 from tables.segments.data_file import DataFileWriter, arrow_schema
+from tables.segments.parquet_read import read_parquet
 
 SCHEMA = parse_schema(
     {
@@ -70,6 +71,6 @@ def test_row_groups_do_not_depend_on_how_the_rows_arrive(tmp_path, monkeypatch):
 
 def test_no_rows_give_a_file_with_the_schema(tmp_path):
     _write(tmp_path / "empty.parquet", [])
-    table = pq.read_table(tmp_path / "empty.parquet")
+    table = read_parquet(tmp_path / "empty.parquet")
     assert table.num_rows == 0 and table.schema.names == ["s", "tags", "ts", "__offset"]
     assert str(table.schema.field("ts").type) == "timestamp[us, tz=UTC]"

@@ -60,11 +60,13 @@ def test_it_gives_the_rows_and_columns_asked_for(tmp_path):
 
 
 def test_the_project_reads_parquet_only_through_it():
+    """pytest's own process too: an abort at its exit fails a green run."""
     scanner_reads = re.compile(r"\bread_table\(|ParquetDataset\(|pyarrow\._?dataset")
     offenders = [
         str(path.relative_to(ROOT))
-        for package in ("tables", "console", "monitoring")
+        for package in ("tables", "console", "monitoring", "tests", "bench")
         for path in (ROOT / package).rglob("*.py")
-        if path.name != "parquet_read.py" and scanner_reads.search(path.read_text())
+        if path.name not in ("parquet_read.py", Path(__file__).name)
+        and scanner_reads.search(path.read_text())
     ]
     assert offenders == []
