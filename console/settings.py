@@ -105,6 +105,9 @@ DEEP_STORE_ENDPOINT_URL = env_str("DEEP_STORE_ENDPOINT_URL", "")
 # tables/segments/spark.py and the README's "Spark on a cluster".
 SPARK_MASTER = env_str("SPARK_MASTER", "local[2]")
 SPARK_DRIVER_MEMORY = env_str("SPARK_DRIVER_MEMORY", "1g")
+# How much a worker on the spark queue lowers its CPU priority (nice), its Spark JVM with it: builds
+# yield the CPU to the consumers and the completion protocol on a shared host. 0 leaves it as is.
+SPARK_WORKER_NICENESS = int(env_float("SPARK_WORKER_NICENESS", 10))
 
 # --- the controller ------------------------------------------------------------------------------
 # This controller's participant id, and the URL servers and download links use to reach it.

@@ -208,6 +208,9 @@ def test_commit_start_makes_it_committing_and_the_next_segment_consuming(table):
     assert ideal[following] == {a: "CONSUMING", b: "CONSUMING"}
     assert _committing_list(zk) == [segment]
     assert read_record(zk, PATHS.pauseless_debug(TABLE)).record.id == TABLE
+    # Step 0 (the debug list) comes last, after the IdealState write the servers wait for.
+    written = [zk.exists(p).mzxid for p in (PATHS.idealstate(TABLE), PATHS.pauseless_debug(TABLE))]
+    assert written[0] < written[1]
 
     # The other replica at the winning offset keeps its copy; one behind catches up.
     assert _consumed(b, segment, end) == {
