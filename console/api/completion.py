@@ -6,6 +6,11 @@ Every call must carry the cluster token (`Authorization: Bearer <token>`) and co
 replica of the segment with an offset the stream has (`tables.domain.completion_trust`). A refused
 call changes nothing and is answered with Pinot's FAILED body plus a `reason`, under HTTP 401 (no
 or bad token), 403 (not a live instance, not a replica) or 400 (offset past the stream's end).
+
+One addition to Pinot's parameters: segmentConsumed may carry `startCommit=true`; when it makes a
+pauseless segment's caller the committer, commit start runs in that call (the next segment is in
+the IdealState when COMMIT is answered), and the winner's segmentCommitStart then just answers
+COMMIT_CONTINUE.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from tables.domain.completion import RESP_FAILED, Response, Status
 from tables.domain.completion_trust import Refusal
 
 REQUIRED = ("instance", "name", "streamPartitionMsgOffset")
+# segmentConsumed's optional `startCommit=true` (not Pinot's): a pauseless winner's commit start
+# runs in the same call (`tables.domain.completion`, early commit start).
+START_COMMIT_PARAM = "startCommit"
 
 
 @functools.cache
@@ -97,7 +105,8 @@ def protocol_call(method: str):
 @protocol_call("GET")
 def segment_consumed(request: HttpRequest, instance: str, name: str, offset: int) -> Response:
     reason, rows = request.GET.get("reason"), _int(request, "rowCount")
-    return manager().segment_consumed(instance, name, offset, reason, rows)
+    start = request.GET.get(START_COMMIT_PARAM) == "true"
+    return manager().segment_consumed(instance, name, offset, reason, rows, start)
 
 
 @protocol_call("GET")

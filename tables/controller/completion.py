@@ -206,11 +206,20 @@ class CompletionManager:
         self.caller_check.authenticate(authorization, instance, segment)
 
     def segment_consumed(
-        self, instance: str, segment: str, offset: int, reason: str | None, row_count: int = -1
+        self,
+        instance: str,
+        segment: str,
+        offset: int,
+        reason: str | None,
+        row_count: int = -1,
+        start_commit: bool = False,
     ) -> Response:
+        """`start_commit`: a pauseless winner's commit start runs in this call (the FSM's early
+        commit start)."""
+
         def call(fsm: SegmentCompletionFSM, actions: _Actions, now: int) -> Response:
             actions.row_count = row_count if row_count > 0 else actions.row_count
-            return fsm.segment_consumed(instance, offset, reason, now)
+            return fsm.segment_consumed(instance, offset, reason, now, start_commit)
 
         return self._run(instance, segment, offset, call)
 

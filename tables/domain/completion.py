@@ -42,6 +42,14 @@ Where the §5.4 rows live:
 - segmentCommitEnd -> `segment_commit_end`; stoppedConsuming -> `stopped_consuming`;
   extendBuildTime -> `extend_build_time` (state per mode, then `_extend`).
 
+Early commit start (this project's extension, pauseless tables only): a segmentConsumed that
+carries `start_commit` (the server is ready to commit and wants no second round trip) and makes
+its caller the notified winner runs commit start's actions at once, exactly as the winner's
+segmentCommitStart in COMMITTER_NOTIFIED would (-> COMMITTER_UPLOADING; a failure aborts and
+answers FAILED), and answers COMMIT. The winner's own segmentCommitStart that follows, at the
+winning offset, is then answered COMMIT_CONTINUE again with nothing done. Without the flag, or
+for a blocking table, the FSM is Pinot's.
+
 Pinot quirks kept on purpose: a non-winner's commitStart in COMMITTER_NOTIFIED is accepted (commit
 end refuses it); the winner reporting another offset in COMMITTER_NOTIFIED gets DISCARD and the FSM
 goes ABORTED without counting an abort; rule 2 of §5.6 needs reports == replicas - excluded
@@ -212,6 +220,7 @@ class SegmentCompletionFSM:
         self._winner: str | None = None
         self._winning_offset: int | None = None
         self._observed_commit_time_ms: int | None = None
+        self._started_early = False  # commit start ran inside the winner's segmentConsumed
         if zk_status in _COMPLETED_ZK_STATUSES:
             if zk_end_offset is None:
                 raise ValueError(f"{segment_name} is {zk_status} but has no end offset")
@@ -271,16 +280,34 @@ class SegmentCompletionFSM:
     # --- segmentConsumed --------------------------------------------------------------------------
 
     def segment_consumed(
-        self, instance: str, offset: int, reason: str | None, now_ms: int
+        self,
+        instance: str,
+        offset: int,
+        reason: str | None,
+        now_ms: int,
+        start_commit: bool = False,
     ) -> Response:
+        """`start_commit`: the early commit start of the module docstring."""
         self._excluded.discard(instance)  # a restarted server may come back
         self._offsets[instance] = offset
         state = self._state
+        response: Response
         if state in (FsmState.PARTIAL_CONSUMING, FsmState.HOLDING):
             self._state = FsmState.HOLDING
-            return self._consumed_holding(instance, offset, reason, now_ms)
-        if state is FsmState.COMMITTER_DECIDED:
-            return self._consumed_decided(instance, offset, now_ms)
+            response = self._consumed_holding(instance, offset, reason, now_ms)
+        elif state is FsmState.COMMITTER_DECIDED:
+            response = self._consumed_decided(instance, offset, now_ms)
+        else:
+            return self._consumed_later(instance, offset, now_ms)
+        if start_commit and self.pauseless and self._state is FsmState.COMMITTER_NOTIFIED:
+            started = self._commit_start_notified(instance, offset, now_ms)
+            if started.status is not Status.COMMIT_CONTINUE:
+                return started
+            self._started_early = True
+        return response
+
+    def _consumed_later(self, instance: str, offset: int, now_ms: int) -> Response:
+        state = self._state
         if state is FsmState.COMMITTER_NOTIFIED:
             return self._consumed_notified(instance, offset, now_ms)
         if state in _AFTER_COMMIT_START:
@@ -354,6 +381,13 @@ class SegmentCompletionFSM:
         if instance in self._excluded:
             return RESP_FAILED
         state = self._state
+        if (
+            state is FsmState.COMMITTER_UPLOADING
+            and self._started_early
+            and instance == self._winner
+            and offset == self._winning_offset
+        ):
+            return RESP_COMMIT_CONTINUE  # started by its segmentConsumed already
         if state is FsmState.COMMITTER_NOTIFIED:
             return self._commit_start_notified(instance, offset, now_ms)
         if state is FsmState.COMMITTED:

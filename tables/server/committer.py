@@ -174,7 +174,9 @@ class Committer:
     def __call__(self, consumer: SegmentConsumer, response: Response) -> bool:
         spec = consumer.spec
         current = None
-        if self.holds is not None:
+        # A COMMIT answering an early-start ask means the commit has started: build (the hold
+        # was checked just before asking).
+        if self.holds is not None and not consumer.early_start:
             held, current = self.holds.check(spec.table, spec.segment)
             if held is not None:
                 log.warning("%s: not building: %s", spec.segment, held.reason)

@@ -23,7 +23,10 @@ Contract:
   are dropped and the segment's ONLINE transition fetches the committed copy.
 - A consumer of a pauseless table (`ConsumingSegment.pauseless`, the table config's
   `pauselessConsumptionEnabled` when the consumer started) hands COMMIT to the committer the same
-  way; the committer then asks for commit start first (`tables.server.committer`).
+  way; the committer then asks for commit start first (`tables.server.committer`). Its
+  segmentConsumed asks for the early commit start (`startCommit=true`, `early_start`) unless its
+  build is held: a COMMIT answer then means the controller has run commit start already (the next
+  segment is in the IdealState), and the committer's own commit start is answered at once.
 - `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
   controller once more, which answers KEEP or DISCARD for a committed segment, and ends. A commit
   in progress is let finish: in pauseless mode the replica goes ONLINE right after commit start,
@@ -221,6 +224,7 @@ class SegmentConsumer:
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
         self.hold_reason: str | None = None  # why a HOLDING consumer does not ask (build back-off)
+        self.early_start = False  # the last segmentConsumed asked for the early commit start
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
         self.latest_at_start: int | None = None  # the stream's latest offset at the first fetch
         self._latest_read = False
@@ -460,8 +464,9 @@ class SegmentConsumer:
         while not self._stop.is_set():
             self._refresh_latest()
             online = self._online.is_set()
+            self.early_start = not online and self._may_start_early()
             response = self.client.segment_consumed(
-                spec.table, spec.segment, self.next_offset, reason, self.rows
+                spec.table, spec.segment, self.next_offset, reason, self.rows, self.early_start
             )
             status = response.status
             target = None
@@ -506,6 +511,14 @@ class SegmentConsumer:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway
             self._wakeup.wait(self.hold_s)
             self._wakeup.clear()
+
+    def _may_start_early(self) -> bool:
+        """Whether to ask for the early commit start: pauseless, and our build is not held
+        (then a COMMIT means the controller started the commit, and the committer must build)."""
+        if not self.spec.pauseless:
+            return False
+        ask = getattr(self._commit, "build_hold", None)
+        return ask is None or ask(self.spec) is None
 
     def _wait_build_hold(self) -> bool:
         """After a failed commit: wait while the segment's build is held (module contract),

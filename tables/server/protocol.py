@@ -159,11 +159,20 @@ class CompletionClient:
 
     # --- calls --------------------------------------------------------------------------------
     def segment_consumed(
-        self, table: str, segment: str, offset: int, reason: str | None, row_count: int
+        self,
+        table: str,
+        segment: str,
+        offset: int,
+        reason: str | None,
+        row_count: int,
+        start_commit: bool = False,
     ) -> Response:
-        return self._call(
-            table, "segmentConsumed", segment, offset, {"reason": reason, "rowCount": row_count}
-        )
+        """`start_commit`: ask for the early commit start (pauseless: should this call make
+        us the committer, the controller runs commit start in it)."""
+        optional: dict[str, object] = {"reason": reason, "rowCount": row_count}
+        if start_commit:
+            optional["startCommit"] = "true"
+        return self._call(table, "segmentConsumed", segment, offset, optional)
 
     def segment_stopped_consuming(
         self, table: str, segment: str, offset: int, reason: str

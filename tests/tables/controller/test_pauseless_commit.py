@@ -341,6 +341,29 @@ def test_commit_end_of_a_segment_not_committing_is_refused(table, settings):
     assert _meta(zk, segment).status == "IN_PROGRESS"
 
 
+def test_segment_consumed_asking_to_start_commits_in_one_call(table):
+    zk = table
+    segment, (a, b), start = _segment(zk, 1)
+    end = start + 100
+    query = _params(a, segment, end, reason="rowLimit", startCommit="true")
+
+    answer = server().get("/segmentConsumed", query).json()
+
+    assert (answer["status"], answer["streamPartitionMsgOffset"]) == ("COMMIT", str(end))
+    # Commit start ran in that call: COMMITTING, the next segment made and in the IdealState.
+    assert (_meta(zk, segment).status, _meta(zk, segment).end_offset) == ("COMMITTING", str(end))
+    (following,) = [s for s in _partition_segments(zk, 1) if s != segment]
+    ideal = read_record(zk, PATHS.idealstate(TABLE))
+    assert ideal.record.map_fields[following] == {a: "CONSUMING", b: "CONSUMING"}
+    assert segment in _committing_list(zk)
+    # The winner's own commit start then changes nothing and answers COMMIT_CONTINUE.
+    assert _commit_start(a, segment, end)["status"] == "COMMIT_CONTINUE"
+    assert read_record(zk, PATHS.idealstate(TABLE)).version == ideal.version
+    assert _partition_segments(zk, 1) == sorted([segment, following])
+    assert _commit_end(a, segment, end)["status"] == "COMMIT_SUCCESS"
+    assert _meta(zk, segment).status == "DONE"
+
+
 def test_a_failed_idealstate_write_removes_the_next_segments_metadata(table, settings):
     zk = table
     segment, (a, b), start = _segment(zk, 3)

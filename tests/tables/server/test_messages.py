@@ -287,7 +287,7 @@ class CommitClient:
     def __init__(self) -> None:
         self.asked: list[tuple[str | None, int, int]] = []
 
-    def segment_consumed(self, table, segment, offset, reason, row_count) -> Response:
+    def segment_consumed(self, table, segment, offset, reason, row_count, start=False) -> Response:
         self.asked.append((reason, offset, row_count))
         return Response(Status.COMMIT, offset=str(offset), build_time_sec=60)
 

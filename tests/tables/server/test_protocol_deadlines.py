@@ -40,7 +40,7 @@ class ScriptedController:
         self.asked: list[tuple[int, str | None, int]] = []
         self._lock = threading.Lock()
 
-    def segment_consumed(self, table, segment, offset, reason, row_count) -> Response:
+    def segment_consumed(self, table, segment, offset, reason, row_count, start=False) -> Response:
         with self._lock:
             self.asked.append((offset, reason, row_count))
             return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]

@@ -1,0 +1,71 @@
+"""A pauseless consumer asks for the early commit start (`startCommit`) unless its build is held;
+a blocking one never does (tables.server.consumer). Fakes for the stream and the controller:
+what is tested is the consumer's own decision."""
+
+from __future__ import annotations
+
+import pytest
+
+from tables.domain.completion_response import Response, Status
+from tables.domain.segment_states import FORCE_COMMIT
+from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from tests.poll import wait_until
+from tests.tables.server.test_messages import EmptyStream
+
+
+class AskingClient:
+    """Records each segmentConsumed's early-start flag; answers COMMIT."""
+
+    def __init__(self) -> None:
+        self.asked: list[bool] = []
+
+    def segment_consumed(self, table, segment, offset, reason, row_count, start=False):
+        self.asked.append(start)
+        return Response(Status.COMMIT, offset=str(offset), build_time_sec=60)
+
+
+class Commit:
+    """The commit callable: records whether the consumer had asked early when COMMIT came."""
+
+    def __init__(self, hold: object | None) -> None:
+        self.hold = hold
+        self.saw_early: list[bool] = []
+
+    def __call__(self, consumer: SegmentConsumer, response: Response) -> bool:
+        self.saw_early.append(consumer.early_start)
+        return True
+
+    def build_hold(self, spec: ConsumingSegment) -> object | None:
+        return self.hold
+
+
+@pytest.mark.parametrize(
+    ("pauseless", "hold", "asks"),
+    [(True, None, True), (True, "held: deterministic failure", False), (False, None, False)],
+    ids=["pauseless", "pauseless-held", "blocking"],
+)
+def test_the_consumer_asks_for_the_early_start_only_when_it_will_build(pauseless, hold, asks):
+    spec = ConsumingSegment(
+        "t_REALTIME", "t__0__3__20240501T1030Z", "topic", 0, 7, 1000, 3_600_000, 0, pauseless
+    )
+    client, commit = AskingClient(), Commit(hold)
+    consumer = SegmentConsumer(
+        spec,
+        EmptyStream("topic"),
+        client,  # type: ignore[arg-type]
+        commit,
+        PartitionStats("t_REALTIME", "topic", 0),
+        clock=lambda: 1.0,
+        fetch_timeout_ms=20,
+    )
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.stats.current_offset == 7, what="the consumer running")
+        consumer.force_commit()
+        wait_until(lambda: consumer.phase is Phase.COMMITTED, what="committed")
+    finally:
+        consumer.stop()
+        consumer.join(5)
+    assert client.asked == [asks]
+    assert commit.saw_early == [asks]
+    assert consumer.end_reason == FORCE_COMMIT
