@@ -195,7 +195,10 @@ class CompletionManager:
         ctx = self.ctx()
         check = self.caller_check
         return LLCSegmentManager(
-            ctx, check.hot(ctx), lambda table, partition: check.looks_paused(ctx, table, partition)
+            ctx,
+            check.hot(ctx),
+            lambda table, partition: check.looks_paused(ctx, table, partition),
+            lambda table: check.stream(ctx, table),
         )
 
     # --- the protocol's calls ----------------------------------------------------------------

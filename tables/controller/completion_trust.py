@@ -231,6 +231,11 @@ class CallerCheck:
                 self._latest[(table, partition)] = (latest, now)
         return latest
 
+    def stream(self, ctx: ClusterContext, table: str) -> StreamProvider | None:
+        """The table's stream provider this check keeps open (made again when the table's stream
+        config changes), or None when there is none; shared: never close it."""
+        return self._provider(ctx, table)
+
     def _provider(self, ctx: ClusterContext, table: str) -> StreamProvider | None:
         try:
             stream_config = self.hot(ctx).table_config(table).stream_config

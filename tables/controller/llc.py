@@ -82,7 +82,7 @@ from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata, new_in_progress
 from tables.domain.table_config import TableConfig
 from tables.domain.znrecord import ZNRecord
-from tables.streams.base import StreamError, provider_for
+from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.zk.errors import NodeExists, NoNode
 from tables.zk.group_commit import update_idealstate
 from tables.zk.interface import ZkStore
@@ -233,11 +233,14 @@ class LLCSegmentManager:
         ctx: ClusterContext,
         hot: HotReads | None = None,
         paused_hint: Callable[[str, int], bool] | None = None,
+        streams: Callable[[str], StreamProvider | None] | None = None,
     ) -> None:
         """`hot`: the completion manager's watched reads of the table config, the tagged servers
         and the cluster config (`tables.cluster.hot_reads`); None reads them from ZooKeeper.
         `paused_hint(table, partition)`: whether the partition looked paused lately (the caller
-        check's last IdealState): step 2 then defers the next segment's metadata (step 3)."""
+        check's last IdealState): step 2 then defers the next segment's metadata (step 3).
+        `streams(table)`: a stream provider of the table kept open by the caller (the caller
+        check's), for step 2's partition count; None opens one per count."""
         self.ctx = ctx
         self.zk = ctx.client
         self.paths = ctx.paths
@@ -245,6 +248,7 @@ class LLCSegmentManager:
         self.hot = hot
         self._step1_mtime_ms: dict[str, int] = {}  # metadata path -> mtime after step 1
         self.paused_hint = paused_hint
+        self.streams = streams
         self._deferred: set[str] = set()  # next segments whose metadata step 2 did not create
 
     # --- reads -------------------------------------------------------------------------------
@@ -268,6 +272,12 @@ class LLCSegmentManager:
         return self.hot.tagged_instances(tag)
 
     def _partition_count(self, config: TableConfig) -> int | None:
+        if self.streams is not None:
+            shared = self.streams(config.table_name_with_type)
+            try:
+                return None if shared is None else shared.partition_count()
+            except StreamError:
+                return None
         try:
             provider = provider_for(config.stream_config, self.ctx.redis_url)
         except StreamError:

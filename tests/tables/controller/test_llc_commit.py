@@ -15,6 +15,9 @@ from tables.domain.idealstate import PauseState, with_pause_state, with_paused_p
 from tables.domain.names import LLCSegmentName
 from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.domain.table_config import switch_stream_type
+from tables.redisconn import get_redis
+from tables.streams.base import provider_for
+from tables.streams.redis_streams import DEFAULT_KEY_PREFIX
 from tables.zk.records import read_record, update_record
 from tests.cluster_fixtures import PATHS, load
 
@@ -252,3 +255,32 @@ def test_a_replica_that_stops_consuming_goes_offline(ctx, zk, topic):
     server = sorted(read_record(zk, PATHS.idealstate(TABLE)).record.map_fields[segment])[0]
     LLCSegmentManager(ctx).segment_stopped_consuming("githubEvents", segment, server)
     assert read_record(zk, PATHS.idealstate(TABLE)).record.map_fields[segment][server] == "OFFLINE"
+
+
+def test_a_partition_past_the_streams_count_ends_with_a_shared_provider_too(
+    ctx, zk, topic, settings
+):
+    """The stream shrinks to 2 partitions: a segment of partition 3 gets no next segment. Step 2
+    counts them on the provider it is given, which stays open for the next commit."""
+    _create(ctx, topic)
+    stream_config = ResourceManager(ctx).get_table_config(TABLE).stream_config
+    provider = provider_for(stream_config, ctx.redis_url)
+    get_redis(settings.REDIS_URL).hset(f"{DEFAULT_KEY_PREFIX}{topic}:meta", "partitions", 2)
+    asked: list[str] = []
+
+    def streams(table: str):
+        asked.append(table)
+        return provider
+
+    try:
+        llc = LLCSegmentManager(ctx, streams=streams)
+        ended = _segment(zk, 3)
+        start = int(_meta(zk, ended).start_offset)
+        assert llc.commit_segment_metadata("githubEvents", _committing(ended, start)) is None
+        going = _segment(zk, 1)
+        start = int(_meta(zk, going).start_offset)
+        assert llc.commit_segment_metadata("githubEvents", _committing(going, start + 2))
+        assert asked == [TABLE, TABLE]
+        assert provider.partition_count() == 2  # still open
+    finally:
+        provider.close()
