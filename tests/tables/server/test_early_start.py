@@ -8,9 +8,8 @@ import pytest
 
 from tables.domain.completion_response import Response, Status
 from tables.domain.segment_states import FORCE_COMMIT
-from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
-from tests.poll import wait_until
-from tests.tables.server.test_messages import EmptyStream
+from tables.server.consumer import ConsumingSegment, SegmentConsumer
+from tests.tables.server.test_messages import force_commit_empty
 
 
 class AskingClient:
@@ -49,23 +48,7 @@ def test_the_consumer_asks_for_the_early_start_only_when_it_will_build(pauseless
         "t_REALTIME", "t__0__3__20240501T1030Z", "topic", 0, 7, 1000, 3_600_000, 0, pauseless
     )
     client, commit = AskingClient(), Commit(hold)
-    consumer = SegmentConsumer(
-        spec,
-        EmptyStream("topic"),
-        client,  # type: ignore[arg-type]
-        commit,
-        PartitionStats("t_REALTIME", "topic", 0),
-        clock=lambda: 1.0,
-        fetch_timeout_ms=20,
-    )
-    consumer.start()
-    try:
-        wait_until(lambda: consumer.stats.current_offset == 7, what="the consumer running")
-        consumer.force_commit()
-        wait_until(lambda: consumer.phase is Phase.COMMITTED, what="committed")
-    finally:
-        consumer.stop()
-        consumer.join(5)
+    consumer = force_commit_empty(spec, client, commit)
     assert client.asked == [asks]
     assert commit.saw_early == [asks]
     assert consumer.end_reason == FORCE_COMMIT

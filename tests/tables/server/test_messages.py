@@ -295,23 +295,15 @@ class CommitClient:
         raise AssertionError("the consumer must not fail")
 
 
-def test_a_forced_consumer_with_no_rows_commits_the_empty_segment():
-    spec = ConsumingSegment(
-        "t_REALTIME", "t__0__3__20240501T1030Z", "topic", 0, 7, 1000, 3_600_000, 0
-    )
-    committed: list[tuple[int, int]] = []
-
-    def commit(consumer: SegmentConsumer, response: Response) -> bool:
-        committed.append((consumer.rows, consumer.next_offset))
-        return True
-
-    client = CommitClient()
+def force_commit_empty(spec: ConsumingSegment, client: object, commit) -> SegmentConsumer:
+    """A consumer of `spec` over an empty stream, forced to commit; returned once COMMITTED and
+    stopped."""
     consumer = SegmentConsumer(
         spec,
         EmptyStream("topic"),
         client,  # type: ignore[arg-type]
         commit,
-        PartitionStats("t_REALTIME", "topic", 0),
+        PartitionStats(spec.table, spec.topic, spec.partition),
         clock=lambda: 1.0,  # far inside the one-hour window: only the force commit ends it
         fetch_timeout_ms=20,
     )
@@ -323,6 +315,21 @@ def test_a_forced_consumer_with_no_rows_commits_the_empty_segment():
     finally:
         consumer.stop()
         consumer.join(5)
+    return consumer
+
+
+def test_a_forced_consumer_with_no_rows_commits_the_empty_segment():
+    spec = ConsumingSegment(
+        "t_REALTIME", "t__0__3__20240501T1030Z", "topic", 0, 7, 1000, 3_600_000, 0
+    )
+    committed: list[tuple[int, int]] = []
+
+    def commit(consumer: SegmentConsumer, response: Response) -> bool:
+        committed.append((consumer.rows, consumer.next_offset))
+        return True
+
+    client = CommitClient()
+    consumer = force_commit_empty(spec, client, commit)
     assert client.asked == [(FORCE_COMMIT, 7, 0)]
     assert committed == [(0, 7)]
     assert consumer.end_reason == FORCE_COMMIT
