@@ -43,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TEST_SLOT", "14")
+# The product's default priority of the spark worker (console.settings), not the test suite's 0.
+os.environ.setdefault("SPARK_WORKER_NICENESS", "10")
 os.chdir(ROOT)
 
 import tests.envdefaults  # noqa: E402 - the test services, slot 14 (before Django starts)
