@@ -73,6 +73,7 @@ from enum import StrEnum
 
 from tables import faults
 from tables.domain.backoff import Backoff, LogThrottle
+from tables.domain.build_backoff import Hold
 from tables.domain.completion import DEFAULT_COMMIT_TIMEOUT_MS, MAX_TIME_TO_NOTIFY_WINNER_MS
 from tables.domain.completion_response import Response, Status
 from tables.domain.segment_states import FORCE_COMMIT, EndCriteria
@@ -515,16 +516,17 @@ class SegmentConsumer:
     def _may_start_early(self) -> bool:
         """Whether to ask for the early commit start: pauseless, and our build is not held
         (then a COMMIT means the controller started the commit, and the committer must build)."""
-        if not self.spec.pauseless:
-            return False
+        return self.spec.pauseless and self._build_hold() is None
+
+    def _build_hold(self) -> Hold | None:
+        """The commit callable's hold on our build now (`build_hold(spec)`), or None."""
         ask = getattr(self._commit, "build_hold", None)
-        return ask is None or ask(self.spec) is None
+        return None if ask is None else ask(self.spec)
 
     def _wait_build_hold(self) -> bool:
         """After a failed commit: wait while the segment's build is held (module contract),
         without asking the controller; True when it was held."""
-        ask = getattr(self._commit, "build_hold", None)
-        hold = ask(self.spec) if ask is not None else None
+        hold = self._build_hold()
         if hold is None:
             return False
         log.warning("%s: holding without asking: %s", self.spec.segment, hold.reason)
@@ -534,7 +536,7 @@ class SegmentConsumer:
             left = hold.until_ms / 1000 - self.clock()
             self._wakeup.wait(max(0.0, min(left, BUILD_HOLD_RECHECK_S)))
             self._wakeup.clear()
-            hold = ask(self.spec)
+            hold = self._build_hold()
         self.hold_reason = None
         return True
 
