@@ -18,7 +18,7 @@ from django.template.loader import render_to_string
 from tables.domain.backoff import LogThrottle
 from tables.outages import outage_reason
 
-__all__ = ["StoreUnavailableMiddleware"]
+__all__ = ["StoreUnavailableMiddleware", "unavailable_response"]
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 5
@@ -38,19 +38,24 @@ class StoreUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
-        reason = outage_reason(exc)
-        if reason is None:
-            return None
-        write, held = _throttle.allow(type(exc).__name__, time.monotonic())
-        if write:
-            log.warning(
-                "%s %s: 503, %s (%d similar held back)", request.method, request.path, reason, held
-            )
-        if _wants_html(request):
-            body = render_to_string("console/unavailable.html", {"reason": reason}, request)
-            response: HttpResponse = HttpResponse(body, status=503)
-        else:
-            response = JsonResponse({"code": 503, "error": reason}, status=503)
-        response["Retry-After"] = str(RETRY_AFTER_S)
-        response._has_been_logged = True  # logged above, once a minute: not one ERROR per request
-        return response
+        return unavailable_response(request, exc)
+
+
+def unavailable_response(request: HttpRequest, exc: Exception) -> HttpResponse | None:
+    """The 503 of an outage `exc` (logged once a minute per cause); None for any other error."""
+    reason = outage_reason(exc)
+    if reason is None:
+        return None
+    write, held = _throttle.allow(type(exc).__name__, time.monotonic())
+    if write:
+        log.warning(
+            "%s %s: 503, %s (%d similar held back)", request.method, request.path, reason, held
+        )
+    if _wants_html(request):
+        body = render_to_string("console/unavailable.html", {"reason": reason}, request)
+        response: HttpResponse = HttpResponse(body, status=503)
+    else:
+        response = JsonResponse({"code": 503, "error": reason}, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    response._has_been_logged = True  # logged above, once a minute: not one ERROR per request
+    return response

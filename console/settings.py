@@ -232,6 +232,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The completion protocol's calls skip the rest (console/api/protocol_route.py).
+    "console.api.protocol_route.ProtocolRouteMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
 
-__all__ = ["JsonMethodNotAllowedMiddleware", "is_api_path", "not_found"]
+__all__ = ["JsonMethodNotAllowedMiddleware", "is_api_path", "json_not_allowed", "not_found"]
 
 PAGE_PREFIXES = ("/ui/", "/admin/", "/login/", "/logout/", "/api/docs")
 
@@ -43,15 +43,19 @@ class JsonMethodNotAllowedMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
-        if (
-            response.status_code == 405
-            and is_api_path(request.path_info)
-            and not response.get("Content-Type", "").startswith("application/json")
-        ):
-            allowed = response.get("Allow", "")
-            json = _pinot_error(405, f'Method "{request.method}" not allowed (allowed: {allowed})')
-            if allowed:
-                json["Allow"] = allowed
-            return json
-        return response
+        return json_not_allowed(request, self.get_response(request))
+
+
+def json_not_allowed(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """`response` itself, unless it is Django's empty 405 on an API path: then Pinot's JSON."""
+    if (
+        response.status_code == 405
+        and is_api_path(request.path_info)
+        and not response.get("Content-Type", "").startswith("application/json")
+    ):
+        allowed = response.get("Allow", "")
+        json = _pinot_error(405, f'Method "{request.method}" not allowed (allowed: {allowed})')
+        if allowed:
+            json["Allow"] = allowed
+        return json
+    return response
