@@ -14,9 +14,10 @@ Keys, under `pinot:builds:<cluster>:` in the Redis of REDIS_URL:
 - `expect:<raw table>` (sorted set: segment names by when their announcement lapses,
   `EXPECT_TTL_S` after it was made): builds announced before their requests exist (`expect`: the
   controller's force commit, and so a pause, names the segments it forces). A batch of that table
-  waits, at most `BatchLimits.wait_max_s`, until each announced segment's request is registered,
-  so that the first committer of a pause does not build alone while the others are still on
-  their way; registering a request withdraws its announcement.
+  waits until each announced segment's request is registered, so that the first committer of a
+  pause does not build alone while the others are still on their way, for as long as they keep
+  coming (at most `BatchLimits.announced_stall_s` without a new registration) and at most
+  `BatchLimits.announced_wait_max_s`; registering a request withdraws its announcement.
 A claim is taken with SET NX, so one request is built by one claimant at a time; a claim whose
 claimant died expires, and a claim held under one's own id (a task redelivered after its worker
 died) is taken over at once.
@@ -72,6 +73,10 @@ class BatchLimits:
     max_rows: int  # offsets in one batch (its first request is always taken)
     settle_s: float  # a burst of registrations has settled when none came for this long
     wait_max_s: float  # the longest a batch waits for a burst to settle
+    # Announced builds (`expect`) on their way: the longest a batch waits for them, and how long
+    # without any new registration means the rest is not coming soon.
+    announced_wait_max_s: float
+    announced_stall_s: float
 
 
 @dataclass(frozen=True)
@@ -254,9 +259,16 @@ class BuildQueue:
             if own:
                 mine = dataclasses.replace(mine, registered_ms=own[0])
             others = [ms for b, ms in pending if b.task_id != mine.task_id]
-            settled = not others or now_ms - max(others) >= limits.settle_s * 1000
+            waited = time.monotonic() - started
             awaited = self._awaited(mine, [b for b, _ in pending])
-            if (settled and not awaited) or time.monotonic() - started >= limits.wait_max_s:
+            if awaited:  # a pause's builds still coming: wait while they keep coming
+                latest = max([mine.registered_ms, *others])
+                stalled = now_ms - latest >= limits.announced_stall_s * 1000
+                if stalled or waited >= limits.announced_wait_max_s:
+                    break
+            elif not others or now_ms - max(others) >= limits.settle_s * 1000:
+                break  # the burst settled
+            elif waited >= limits.wait_max_s:
                 break
             time.sleep(0.05 if not awaited else 0.02)
         return [mine, *self.claim_others(mine.task_id, [mine], limits, recorded, staged)]

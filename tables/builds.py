@@ -17,16 +17,17 @@ Contract:
   requests): the task that runs first claims its own request, then every other pending one it can
   (at most `BATCH_MAX_BUILDS` requests and `BATCH_MAX_ROWS` offsets; when others were registered
   less than `BURST_SETTLE_S` ago it first waits, at most `BURST_WAIT_MAX_S`, for that burst to
-  settle), and builds them with `tables.segments.builder.build_batch`: one Spark job per schema,
-  each segment byte-identical to its build alone. Each request is its own `Job` row (its own task
-  id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or fails on
-  its own, and a failure is counted once, by the batch; the batch hands each other request's
-  outcome over at once (`on_outcome`: the Celery task stores it as that task's result). The task
-  of a request a batch built returns the outcome recorded in its Job row (a failure: raises
+  settle; for builds a force commit announced, while they keep coming, at most
+  `ANNOUNCED_WAIT_MAX_S`), and builds them with `tables.segments.builder.build_batch`: one Spark job
+  per schema, each segment byte-identical to its build alone. Each request is its own `Job` row (its
+  own task id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or
+  fails on its own, and a failure is counted once, by the batch; the batch hands each other
+  request's outcome over at once (`on_outcome`: the Celery task stores it as that task's result).
+  The task of a request a batch built returns the outcome recorded in its Job row (a failure: raises
   `BuildError` with the recorded error) without building again, then builds what is still pending
-  (instead of leaving it to the tasks queued behind it); while another batch still holds its
-  claim, it waits. A request whose staging file is gone when claimed (its committer gave up) is
-  left to its own task. Without Redis a task builds alone.
+  (instead of leaving it to the tasks queued behind it); while another batch still holds its claim,
+  it waits. A request whose staging file is gone when claimed (its committer gave up) is left to its
+  own task. Without Redis a task builds alone.
 - A failed attempt's `details.failure` is the failure's class (`tables.domain.build_backoff.
   classify` on the error's type name and message): "deterministic" (the build itself refused the
   rows or the config: the same attempt fails again) or "transient". The committer classifies the
@@ -96,6 +97,11 @@ BATCH_MAX_BUILDS = 128  # requests in one batch
 BATCH_MAX_ROWS = 5_000_000  # offsets in one batch (the first request is always taken)
 BURST_SETTLE_S = 0.15  # a burst of requests has settled when none came for this long
 BURST_WAIT_MAX_S = 0.6  # the longest a batch waits for a burst to settle
+# Builds a force commit (a pause) announced: the longest a batch waits for them while they keep
+# coming, and the time without a new one after which it builds what came (`bench/pause.py`, 64
+# partitions: their registrations span about a second; a second batch cost 1 to 1.8 s more).
+ANNOUNCED_WAIT_MAX_S = 3.0
+ANNOUNCED_STALL_S = 0.4
 CLAIM_POLL_S = 0.2
 
 log = logging.getLogger(__name__)
@@ -353,7 +359,14 @@ def _run_batch(
 
 
 def _limits() -> BatchLimits:
-    return BatchLimits(BATCH_MAX_BUILDS, BATCH_MAX_ROWS, BURST_SETTLE_S, BURST_WAIT_MAX_S)
+    return BatchLimits(
+        BATCH_MAX_BUILDS,
+        BATCH_MAX_ROWS,
+        BURST_SETTLE_S,
+        BURST_WAIT_MAX_S,
+        ANNOUNCED_WAIT_MAX_S,
+        ANNOUNCED_STALL_S,
+    )
 
 
 def _staged(staging_key: str) -> bool:

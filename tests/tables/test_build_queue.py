@@ -97,8 +97,11 @@ def _announced(queue: BuildQueue) -> set[str]:
     return {m.decode() for m in queue.client.zrange(key, 0, -1)}
 
 
+_ANNOUNCED = {"announced_wait_max_s": 60.0, "announced_stall_s": 60.0}
+
+
 def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
-    limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=60.0)
+    limits = BatchLimits(16, 10_000, settle_s=0.0, wait_max_s=0.0, **_ANNOUNCED)
     first, second = _llc("a", 1), _llc("b", 2)
     queue.expect([first.segment, second.segment, "not-an-llc-name"])
     queue.register(first)
@@ -120,8 +123,30 @@ def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
     assert _announced(queue) == set()
 
 
-def test_an_announced_build_that_never_comes_is_waited_for_at_most_wait_max_then_lapses(queue):
-    limits = BatchLimits(max_builds=16, max_rows=10_000, settle_s=0.0, wait_max_s=0.2)
+def test_announced_builds_are_waited_for_while_they_keep_coming(queue):
+    """Registrations 0.15 s apart, 0.6 s in all: past wait_max_s, never a stall."""
+    limits = BatchLimits(16, 10_000, 0.0, 0.1, announced_wait_max_s=60.0, announced_stall_s=0.5)
+    builds = [_llc(task, n) for n, task in enumerate("abcde", start=1)]
+    queue.expect([b.segment for b in builds])
+    queue.register(builds[0])
+    assert queue.claim("a", "a")
+    batches: list[list[PendingBuild]] = []
+    gathering = threading.Thread(
+        target=lambda: batches.append(
+            queue.gather(builds[0], limits, lambda task: None, lambda key: True)
+        )
+    )
+    gathering.start()
+    for build in builds[1:]:
+        gathering.join(timeout=0.15)
+        assert gathering.is_alive()
+        queue.register(build)
+    gathering.join(timeout=30)
+    assert [b.task_id for b in batches[0]] == list("abcde")
+
+
+def test_an_announced_build_that_never_comes_is_waited_for_until_the_stall_then_lapses(queue):
+    limits = BatchLimits(16, 10_000, 0.0, 0.0, announced_wait_max_s=60.0, announced_stall_s=0.2)
     queue.expect([_llc("gone", 9).segment])
     queue.register(_llc("a", 1))
     assert queue.claim("a", "a")
