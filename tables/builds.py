@@ -443,7 +443,7 @@ def _build_all(
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
     outcomes: list[tuple[BuildResult, str] | Exception | None] = [None] * len(batch)
-    recorded: dict[int, Job | Exception] = {}
+    early: dict[int, Job] = {}  # recorded and handed over as built
 
     def built(index: int) -> None:
         outcome = outcomes[index]
@@ -451,13 +451,13 @@ def _build_all(
             return
         job, details = jobs[index], _batch_details(batch, batch[index], leader, started_ms)
         duration_ms = int((time.monotonic() - started) * 1000)
-        recorded[index] = _record(job, outcome, duration_ms, details)
+        _record(job, outcome, duration_ms, details)
         try:
             job.save(update_fields=_JOB_FIELDS)
         except DatabaseError:  # recorded with the rest, at the end
             log.exception("%s: cannot record its build yet", job.segment)
-            del recorded[index]
             return
+        early[index] = job
         on_built(index, _outcome(job))
 
     try:
@@ -475,13 +475,15 @@ def _build_all(
     except Exception as exc:  # no Spark, no deep store: every request not done yet fails
         outcomes = [o if o is not None else exc for o in outcomes]
     duration_ms = int((time.monotonic() - started) * 1000)
-    rest = [index for index in range(len(batch)) if index not in recorded]
+    recorded: list[Job | Exception] = []
     with transaction.atomic():
-        for index in rest:
-            details = _batch_details(batch, batch[index], leader, started_ms)
-            recorded[index] = _record(jobs[index], outcomes[index], duration_ms, details)
-        Job.objects.bulk_update([jobs[index] for index in rest], _JOB_FIELDS)
-    recorded = [recorded[index] for index in range(len(batch))]
+        for index, (job, build) in enumerate(zip(jobs, batch, strict=True)):
+            details = _batch_details(batch, build, leader, started_ms)
+            done = early.get(index)
+            recorded.append(
+                done if done is not None else _record(job, outcomes[index], duration_ms, details)
+            )
+        Job.objects.bulk_update([j for i, j in enumerate(jobs) if i not in early], _JOB_FIELDS)
     for build, outcome in zip(batch, recorded, strict=True):
         if isinstance(outcome, Exception):
             key = failure_key(ctx, BUILD_FAILURES, build.table, build.segment)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.urls import resolve
+from django.urls import Resolver404, resolve
 
 from console.api.http_errors import json_not_allowed
 from console.middleware import unavailable_response
@@ -44,7 +45,7 @@ View = Callable[[HttpRequest], HttpResponse]
 class ProtocolRouteMiddleware:
     def __init__(self, get_response: View) -> None:
         self.get_response = get_response
-        self._views: dict[str, View] | None = None
+        self._views: dict[str, dict[str, View]] = {}
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         view = self._routes().get(request.path_info)
@@ -60,8 +61,16 @@ class ProtocolRouteMiddleware:
         return json_not_allowed(request, response)
 
     def _routes(self) -> dict[str, View]:
-        """Each path's view as the URLconf routes it (resolved at the first call: the URLconf
-        may import what is not ready when the middleware is made)."""
-        if self._views is None:
-            self._views = {path: resolve(path).func for path in PATHS}
-        return self._views
+        """Each path's view as the current URLconf routes it (resolved at its first call: the
+        URLconf may import what is not ready when the middleware is made); a URLconf without the
+        protocol (a test's) routes nothing here."""
+        urlconf = settings.ROOT_URLCONF
+        views = self._views.get(urlconf)
+        if views is None:
+            views = self._views[urlconf] = {}
+            for path in PATHS:
+                try:
+                    views[path] = resolve(path, urlconf).func
+                except Resolver404:
+                    continue
+        return views

@@ -48,6 +48,17 @@ def test_every_path_is_the_urlconfs_view():
     assert middleware._routes() == {p: resolve(p).func for p in PATHS}
 
 
+def test_a_urlconf_without_the_protocol_routes_nothing_here(settings):
+    middleware = ProtocolRouteMiddleware(lambda request: pytest.fail("not asked"))
+    settings.ROOT_URLCONF = "tests.console.test_protocol_route"
+    assert middleware._routes() == {}
+    settings.ROOT_URLCONF = "console.urls"
+    assert set(middleware._routes()) == set(PATHS)
+
+
+urlpatterns: list = []  # the URLconf of the test above
+
+
 def test_a_call_reaches_its_view_and_skips_the_rest_of_the_chain(manager):
     response = Client().get("/segmentConsumed", CALL)
     assert response.status_code == 200
