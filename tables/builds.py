@@ -21,10 +21,8 @@ Contract:
   `ANNOUNCED_WAIT_MAX_S`), and builds them with `tables.segments.builder.build_batch`: one Spark job
   per schema, each segment byte-identical to its build alone. Each request is its own `Job` row (its
   own task id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or
-  fails on its own, and a failure is counted once, by the batch; the batch hands each request's
-  outcome over at once (`on_outcome`: the Celery task stores it as that task's result): a segment
-  built and published is recorded and handed over while the batch still writes the others (its
-  own included: its committer need not wait for the rest), a failure when the batch ends.
+  fails on its own, and a failure is counted once, by the batch; the batch hands each other
+  request's outcome over at once (`on_outcome`: the Celery task stores it as that task's result).
   The task of a request a batch built returns the outcome recorded in its Job row (a failure: raises
   `BuildError` with the recorded error) without building again, then builds what is still pending
   (instead of leaving it to the tasks queued behind it); while another batch still holds its claim,
@@ -57,7 +55,7 @@ from pathlib import Path
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from tables import faults
@@ -295,8 +293,7 @@ def build_segment(
     With a `task_id` (the Celery task's), the build is batched (module docstring): it returns the
     outcome recorded for this task when another task's batch built it, else builds it together
     with the other pending requests it can claim. `on_outcome(task id, outcome or error)` is
-    called for each request of the batch once recorded (for its own as well: its committer may go
-    on before the batch ends; a failure of its own is only raised)."""
+    called for each of those others once recorded."""
     mine = PendingBuild(task_id, table, segment, staging_key, start_offset, end_offset, output_key)
     queue = _queue() if task_id else None
     if queue is None:
@@ -345,27 +342,19 @@ def _run_batch(
     if not batch:
         return []
     ids = [b.task_id for b in batch]
-    handed: set[int] = set()
-
-    def hand_over(index: int, outcome: BuildOutcome | Exception) -> None:
-        if on_outcome is None:
-            return
-        handed.add(index)
-        try:
-            on_outcome(batch[index].task_id, outcome)
-        except Exception:  # its own task still returns it
-            log.exception("could not hand over the outcome of %s", batch[index].task_id)
-
     try:
         with Heartbeat(queue, ids, leader):
-            outcomes = _build_all(ctx, batch, leader=leader, on_built=hand_over)
+            outcomes = _build_all(ctx, batch, leader=leader)
     except BaseException:
         _quietly(queue.release, ids, leader)  # their own tasks build them
         raise
     _quietly(queue.finish, ids)
-    for index, outcome in enumerate(outcomes):
-        if index not in handed and batch[index].task_id != leader:
-            hand_over(index, outcome)
+    for build, outcome in zip(batch, outcomes, strict=True):
+        if on_outcome is not None and build.task_id != leader:
+            try:
+                on_outcome(build.task_id, outcome)
+            except Exception:  # its own task still returns it
+                log.exception("could not hand over the outcome of %s", build.task_id)
     return outcomes
 
 
@@ -424,42 +413,15 @@ def _request_cached(
     )
 
 
-_JOB_FIELDS = [
-    "status", "rows", "incomplete_rows", "bytes", "duration_ms", "error", "details", "finished_at"
-]  # fmt: skip
-
-
 def _build_all(
-    ctx: ClusterContext,
-    batch: list[PendingBuild],
-    leader: str,
-    on_built: Callable[[int, BuildOutcome], None] | None = None,
+    ctx: ClusterContext, batch: list[PendingBuild], leader: str
 ) -> list[BuildOutcome | Exception]:
     """Build and publish every request of `batch` (one Spark job per schema), recording each
-    attempt as a Job row; one outcome per request, in order (module docstring). `on_built(index,
-    outcome)`: each request built and published is recorded at once and handed to it, while the
-    batch writes the others (failures are recorded, counted and returned at the end)."""
+    attempt as a Job row; one outcome per request, in order (module docstring)."""
     jobs = _start_build_jobs(batch)
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
     outcomes: list[tuple[BuildResult, str] | Exception | None] = [None] * len(batch)
-    early: dict[int, Job] = {}  # recorded and handed over as built
-
-    def built(index: int) -> None:
-        outcome = outcomes[index]
-        if on_built is None or not isinstance(outcome, tuple):
-            return
-        job, details = jobs[index], _batch_details(batch, batch[index], leader, started_ms)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        _record(job, outcome, duration_ms, details)
-        try:
-            job.save(update_fields=_JOB_FIELDS)
-        except DatabaseError:  # recorded with the rest, at the end
-            log.exception("%s: cannot record its build yet", job.segment)
-            return
-        early[index] = job
-        on_built(index, _outcome(job))
-
     try:
         store = deep_store()
         prepared: list[tuple[int, BuildRequest]] = []
@@ -471,19 +433,17 @@ def _build_all(
             except Exception as exc:  # this request only
                 outcomes[index] = exc
         if prepared:
-            _build_and_publish(store, batch, prepared, outcomes, built)
+            _build_and_publish(store, batch, prepared, outcomes)
     except Exception as exc:  # no Spark, no deep store: every request not done yet fails
         outcomes = [o if o is not None else exc for o in outcomes]
     duration_ms = int((time.monotonic() - started) * 1000)
-    recorded: list[Job | Exception] = []
     with transaction.atomic():
-        for index, (job, build) in enumerate(zip(jobs, batch, strict=True)):
-            details = _batch_details(batch, build, leader, started_ms)
-            done = early.get(index)
-            recorded.append(
-                done if done is not None else _record(job, outcomes[index], duration_ms, details)
-            )
-        Job.objects.bulk_update([j for i, j in enumerate(jobs) if i not in early], _JOB_FIELDS)
+        recorded = [
+            _record(job, outcome, duration_ms, _batch_details(batch, build, leader, started_ms))
+            for job, build, outcome in zip(jobs, batch, outcomes, strict=True)
+        ]
+        fields = ["status", "rows", "incomplete_rows", "bytes", "duration_ms", "error"]
+        Job.objects.bulk_update(jobs, [*fields, "details", "finished_at"])
     for build, outcome in zip(batch, recorded, strict=True):
         if isinstance(outcome, Exception):
             key = failure_key(ctx, BUILD_FAILURES, build.table, build.segment)
@@ -512,37 +472,25 @@ def _build_and_publish(
     batch: list[PendingBuild],
     prepared: list[tuple[int, BuildRequest]],
     outcomes: list[tuple[BuildResult, str] | Exception | None],
-    built: Callable[[int], None],
 ) -> None:
-    """Build the prepared requests and publish each segment as soon as it is finished; `built`
-    (batch index) follows each publication."""
     spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
-
-    def publish(position: int, result: BuildResult | Exception) -> None:
-        index, request = prepared[position]
-        if isinstance(result, Exception):
-            outcomes[index] = result
-            return
-        build = batch[index]
-        key = build.output_key or store.segment_key(request.table_name, build.segment)
-        try:
-            outcomes[index] = (result, store.publish(result.tar_path, key))
-        except Exception as exc:
-            outcomes[index] = exc
-            return
-        built(index)
-
     with tempfile.TemporaryDirectory(prefix="segment-build-") as tmp:
         work = Path(tmp)
         items = [
             BatchItem(request, store.uri_for(batch[index].staging_key), work / str(index))
             for index, request in prepared
         ]
-        results = build_batch(spark, items, work / "scratch", on_item=publish)
-        for (index, _), result in zip(prepared, results, strict=True):
-            if outcomes[index] is None:  # not told by on_item (it failed before its Spark job)
-                failed = isinstance(result, Exception)
-                outcomes[index] = result if failed else BuildError("not built")
+        results = build_batch(spark, items, work / "scratch")
+        for (index, request), result in zip(prepared, results, strict=True):
+            if isinstance(result, Exception):
+                outcomes[index] = result
+                continue
+            build = batch[index]
+            key = build.output_key or store.segment_key(request.table_name, build.segment)
+            try:
+                outcomes[index] = (result, store.publish(result.tar_path, key))
+            except Exception as exc:
+                outcomes[index] = exc
 
 
 def _record(

@@ -79,9 +79,8 @@ def spark_build_segment(
     """Build a segment from a server's staged rows and publish it to the deep store (at its final
     key, or at `output_key` for a committer's upload that commit end will move). Batched with the
     other pending builds (`tables.builds.build_segment`): a build another task's batch made returns
-    that outcome, and the batch stores each task's outcome as its result as soon as that segment is
-    published (its own too), so that its committer need not wait for the rest of the batch, nor
-    for its own task to run (Celery does not overwrite a stored success when the task returns)."""
+    that outcome, and the batch stores each other task's outcome as its result at once, so that
+    its committer need not wait for that task to run."""
 
     def hand_over(task_id: str, outcome: builds.BuildOutcome | Exception) -> None:
         if isinstance(outcome, Exception):

@@ -71,7 +71,7 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,14 +256,9 @@ def _jobs(
 
 
 def build_batch(
-    spark: SparkSession,
-    items: Sequence[BatchItem],
-    scratch_dir: Path,
-    on_item: Callable[[int, BuildResult | Exception], None] | None = None,
+    spark: SparkSession, items: Sequence[BatchItem], scratch_dir: Path
 ) -> list[BuildResult | Exception]:
-    """Build every item (see the module docstring); one outcome per item, in order.
-    `on_item(index, outcome)` is told each item's outcome as soon as that item is finished (the
-    other items of its Spark job are still being written): a caller may hand it on at once."""
+    """Build every item (see the module docstring); one outcome per item, in order."""
     outcomes: list[BuildResult | Exception | None] = [None] * len(items)
     plans: dict[int, GroupPlan] = {}
     inputs: dict[int, str] = {}
@@ -290,8 +285,6 @@ def build_batch(
                 )
             except Exception as exc:
                 outcomes[index] = exc
-            if on_item is not None:
-                on_item(index, outcomes[index])
     return [o if o is not None else BuildError("not built") for o in outcomes]
 
 

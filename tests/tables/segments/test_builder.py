@@ -283,20 +283,7 @@ def test_a_batch_builds_each_segment_as_its_build_alone(spark, built, staging, t
         builder.BatchItem(req, str(path), tmp_path / f"batch-{i}")
         for i, (req, path) in enumerate(items)
     ]
-    told: list[tuple[int, object, set[int]]] = []
-
-    def on_item(index: int, outcome: object) -> None:  # which items have written files by then
-        written = {i for i, item in enumerate(batch) if any(Path(item.work_dir).iterdir())}
-        told.append((index, outcome, written))
-
-    outcomes = builder.build_batch(spark, batch, tmp_path / "scratch", on_item=on_item)
-    # Each item that reached its Spark job is told as soon as it is finished, once: when the
-    # first was told, the next of its job had not been written yet. The missing input failed
-    # before any job: only returned.
-    assert sorted(index for index, _, _ in told) == [0, 1, 2, 3, 4]
-    assert all(outcome is outcomes[index] for index, outcome, _ in told)
-    first, _, written = told[0]
-    assert first in written and {i for i, _, _ in told[1:3]}.isdisjoint(written)
+    outcomes = builder.build_batch(spark, batch, tmp_path / "scratch")
     assert isinstance(outcomes[3], BuildError) and "repeats offsets" in str(outcomes[3])
     assert isinstance(outcomes[5], BuildError) and "missing.parquet" in str(outcomes[5])
     assert outcomes[0].tar_path.read_bytes() == built.tar_path.read_bytes()
