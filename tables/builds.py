@@ -99,7 +99,7 @@ BURST_SETTLE_S = 0.15  # a burst of requests has settled when none came for this
 BURST_WAIT_MAX_S = 0.6  # the longest a batch waits for a burst to settle
 # Builds a force commit (a pause) announced: the longest a batch waits for them while they keep
 # coming, and the time without a new one after which it builds what came (`bench/pause.py`, 64
-# partitions: their registrations span about a second; a second batch cost 1 to 1.8 s more).
+# partitions: their registrations span about a second; a second batch cost 1.1-2.5 s more).
 ANNOUNCED_WAIT_MAX_S = 3.0
 ANNOUNCED_STALL_S = 0.4
 CLAIM_POLL_S = 0.2

@@ -6,15 +6,15 @@ hundreds of calls a second during a pause. They are internal calls, authenticate
 token (`console.api.completion.protocol_call`), and use nothing the rest of the middleware gives
 a browser or an API client: sessions, CSRF, login, messages, HTMX, static files, security headers.
 Walking that chain and the URL resolver's patterns (the pages', /api/v1's and Pinot's, in that
-order) was most of the controller's time per call (`bench/pause.py`, 64 partitions, py-spy: 24 %
-of the controller's samples in the other middleware and 9.5 % in URL resolution, against 30 % in
-the protocol views themselves).
+order) cost the controller more per call than the protocol views themselves (`bench/pause.py`, 64
+partitions, py-spy: 24 % of the controller's samples in the other middleware and 9.5 % in URL
+resolution, against 30 % in the protocol views).
 
 So this middleware, listed first, answers exactly those paths with the view the URLconf routes
-them to (resolved once), and keeps what the rest of the chain would have done for them: a store
-outage answers 503 (`console.middleware.unavailable_response`), a wrong method Pinot's JSON 405
-(`console.api.http_errors.json_not_allowed`); any other exception propagates to Django's handler
-(a logged 500). Every other path goes down the chain unchanged.
+them to (resolved once per URLconf), and keeps what the rest of the chain would have done for
+them: a store outage answers 503 (`console.middleware.unavailable_response`), a wrong method
+Pinot's JSON 405 (`console.api.http_errors.json_not_allowed`); any other exception propagates to
+Django's handler (a logged 500). Every other path goes down the chain unchanged.
 """
 
 from __future__ import annotations
