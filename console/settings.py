@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from tables.domain.periods import parse_period
@@ -286,6 +287,8 @@ if env_str("DATABASE_TEST_NAME", ""):
     DATABASES["default"]["TEST"] = {"NAME": env_str("DATABASE_TEST_NAME", "")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's list unless set; the first one hashes new passwords, any one listed verifies.
+PASSWORD_HASHERS = env_list("PASSWORD_HASHERS", list(global_settings.PASSWORD_HASHERS))
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -94,6 +94,12 @@ os.environ.update(
     }
 )
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+# Users made by tests (a superuser in many) are hashed with MD5: Django's PBKDF2 takes ~0.26 s per
+# password here. PBKDF2 stays listed, so a password hashed the product's way still verifies.
+os.environ.setdefault(
+    "PASSWORD_HASHERS",
+    "django.contrib.auth.hashers.MD5PasswordHasher,django.contrib.auth.hashers.PBKDF2PasswordHasher",
+)
 # The suite's tests wait for builds, so the stacks' spark workers keep their CPU priority (the
 # setting has tests of its own; the benches measure the product's default, see theirs).
 os.environ.setdefault("SPARK_WORKER_NICENESS", "0")

@@ -179,7 +179,11 @@ def test_a_kafka_table_whose_brokers_are_down_is_refused_and_nothing_is_created(
     # The fixture's broker list (localhost:19092) has no Kafka behind it.
     assert api.post("/schemas", load("githubEvents_schema.json"), format="json").status_code == 200
     before = snapshot(zk)
-    resp = api.post("/tables", load("githubEvents_realtime_table_config.json"), format="json")
+    config = load("githubEvents_realtime_table_config.json")
+    # The table's own timeout bounds the wait (10 s unless set): 1 s here.
+    stream = config["ingestionConfig"]["streamIngestionConfig"]["streamConfigMaps"][0]
+    stream["stream.kafka.connection.timeout.millis"] = "1000"
+    resp = api.post("/tables", config, format="json")
     assert resp.status_code == 400
     assert "topic 'githubEvents': Kafka is not reachable" in resp.json()["error"]
     assert snapshot(zk) == before

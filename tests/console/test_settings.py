@@ -59,3 +59,26 @@ def test_defaults_are_the_safe_ones():
     done = _import_settings({"SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": ""})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False ['127.0.0.1', 'localhost']"
+
+
+def test_passwords_are_hashed_as_django_does_unless_set():
+    from django.conf import global_settings
+
+    script = "import console.settings as s; print(','.join(s.PASSWORD_HASHERS))"
+    base = {k: v for k, v in os.environ.items() if k != "PASSWORD_HASHERS"}
+    for env, wanted in (
+        ({}, list(global_settings.PASSWORD_HASHERS)),
+        (
+            {"PASSWORD_HASHERS": "django.contrib.auth.hashers.ScryptPasswordHasher"},
+            ["django.contrib.auth.hashers.ScryptPasswordHasher"],
+        ),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env={**base, "SECRET_KEY": "x" * 50, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().split(",") == wanted

@@ -6,6 +6,8 @@ import threading
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tables.streams import (
     StreamError,
@@ -271,7 +273,14 @@ def test_a_batch_sent_again_with_its_id_is_not_written_twice(admin, topic, provi
 def test_an_unreachable_redis_is_a_transient_stream_error(redis_prefix):
     from tables.streams import StreamUnavailable
 
-    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1, socket_timeout=1)
+    # No retries: redis-py's default (three, with back-off) makes each call take ~3 s here.
+    dead = redis.Redis(
+        host="127.0.0.1",
+        port=1,
+        socket_connect_timeout=1,
+        socket_timeout=1,
+        retry=Retry(NoBackoff(), 0),
+    )
     provider = RedisStreamProvider(dead, "events", redis_prefix)
     for call in (
         provider.partition_count,
