@@ -33,7 +33,8 @@ Contract:
   While ZooKeeper is away the rounds back off (`tick_s` doubling to 10 s) and log one line a
   minute per cause; the ZooKeeper client, and so every watch, is kept (`tables.zk.client`), and a
   new session is met by registering again. CURRENTSTATES/<session>/<table> (mapFields segment ->
-  CURRENT_STATE) is rewritten, compare-and-set, after every transition. A pauseless committer
+  CURRENT_STATE) is rewritten, compare-and-set, after every transition (overlapping rewrites of
+  one table coalesce: `tables.server.current_states`). A pauseless committer
   waits for the next segment's consumer to start before it builds (`tables.server.handoff`).
 - A consumer that fails leaves its replica in ERROR with the consumer's `stopped_reason` as the
   replica's `error`; the failed consumer is kept (`failed_consumer`) so the live state can still
@@ -74,14 +75,14 @@ from tables.outages import outage_reason
 from tables.segments.deepstore import DeepStore
 from tables.streams.base import StreamProvider, provider_for
 from tables.zk import codec
-from tables.zk.errors import NodeExists, NoNode
+from tables.zk.errors import NodeExists
 from tables.zk.participants import register_participant, session_id_of
-from tables.zk.records import create_record, update_record
 from tables.zk.watches import watch_children, watch_data
 
 from .build_holds import BuildHolds
 from .committer import Committer, SubmitBuild
 from .consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from .current_states import CurrentStatesWriter
 from .enablement import InstanceEnablement
 from .handoff import ConsumerStarts
 from .local_segments import LocalSegments
@@ -96,7 +97,6 @@ __all__ = ["TRANSITION_THREADS", "Replica", "ServerInstance", "WaitingFor"]
 log = logging.getLogger(__name__)
 
 DEFAULT_TAG = "DefaultTenant_REALTIME"
-STATE_MODEL = "SegmentOnlineOfflineStateModel"
 STOP_JOIN_S = 30.0
 RECONCILE_BACKOFF_CAP_S = 10.0
 TRANSITION_BACKOFF_CAP_S = 60.0
@@ -152,8 +152,10 @@ class ServerInstance:
         self._watching = False
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)  # notified when a replica stops being busy
-        self._publish_lock = threading.Lock()
         self._wake = threading.Event()
+        self._states_writer = CurrentStatesWriter(
+            instance_id, ctx, lambda: self.session, self.current_states, self._wake.set
+        )
         self._stop = threading.Event()
         self.fetcher = SegmentFetch(instance_id, ctx, self.local, self._stop)  # ONLINE's fetch
         self._transition_log = LogThrottle(every_s=LOG_EVERY_S)
@@ -564,37 +566,4 @@ class ServerInstance:
         }
 
     def _publish(self, table: str) -> None:
-        session = self.session
-        if session is None:
-            return
-        ctx = self.ctx()
-        path = ctx.paths.currentstate(self.instance_id, session, table)
-        with self._publish_lock:
-            states = self.current_states(table)
-            try:
-                update_record(
-                    ctx.client, path, lambda record: self._states_record(table, record, states)
-                )
-            except NoNode:
-                if states:
-                    try:
-                        create_record(ctx.client, path, self._states_record(table, None, states))
-                    except NodeExists:
-                        self._wake.set()  # raced with ourselves: the next round writes again
-
-    def _states_record(
-        self, table: str, record: ZNRecord | None, states: dict[str, dict[str, str]]
-    ) -> ZNRecord | None:
-        fresh = ZNRecord(
-            id=table,
-            simple_fields={
-                "BUCKET_SIZE": "0",
-                "SESSION_ID": self.session or "",
-                "STATE_MODEL_DEF": STATE_MODEL,
-                "STATE_MODEL_FACTORY_NAME": "DEFAULT",
-            },
-            map_fields=states,
-        )
-        if record is not None and record.map_fields == states:
-            return None
-        return fresh
+        self._states_writer.publish(table)

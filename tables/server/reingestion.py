@@ -107,7 +107,11 @@ def submit_reingestion(table: str, segment: str, start: int, end: int) -> BuildH
     """`tables.spark_reingest_segment` on the spark queue, sent by name."""
     from celery import current_app
 
-    return current_app.send_task(REINGEST_TASK, args=(table, segment, start, end), queue="spark")
+    from .build_results import poll_for
+
+    return poll_for(
+        current_app.send_task(REINGEST_TASK, args=(table, segment, start, end), queue="spark")
+    )
 
 
 def count_failure(raw_table: str) -> None:

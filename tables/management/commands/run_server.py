@@ -20,7 +20,6 @@ import signal
 import threading
 from functools import partial
 
-from celery.result import AsyncResult
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -31,6 +30,8 @@ from tables.cluster import context
 from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.server.admin import AdminServer
+from tables.server.build_results import poll_for
+from tables.server.committer import BuildHandle
 from tables.server.instance import DEFAULT_TAG, ServerInstance
 from tables.server.live import LivePublisher
 from tables.server.readiness import ServerReadiness
@@ -41,12 +42,15 @@ _INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
 
 def submit_build(
     table: str, segment: str, staging_key: str, start: int, end: int, output_key: str
-) -> AsyncResult:
-    """The committer's build: `tables.spark_build_segment` on the spark queue."""
+) -> BuildHandle:
+    """The committer's build: `tables.spark_build_segment` on the spark queue, its result polled
+    together with the other committers' (`tables.server.build_results`)."""
     from tables.tasks import spark_build_segment  # on first use: it imports pyspark
 
-    return spark_build_segment.apply_async(
-        args=(table, segment, staging_key, start, end, output_key), queue="spark"
+    return poll_for(
+        spark_build_segment.apply_async(
+            args=(table, segment, staging_key, start, end, output_key), queue="spark"
+        )
     )
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tables import builds, live_state
 from tables.cluster import context
@@ -248,7 +250,14 @@ def test_redis_errors_are_retried_and_never_end_the_thread(redis_client, cluster
         _no_build,
         tmp_path / "server",
     )
-    away = redis.Redis(host=HOST, port=free_port(), socket_connect_timeout=1, socket_timeout=1)
+    # Without redis-py's own retries (three, with back-off: ~3 s a call): the publisher's count.
+    away = redis.Redis(
+        host=HOST,
+        port=free_port(),
+        socket_connect_timeout=1,
+        socket_timeout=1,
+        retry=Retry(NoBackoff(), 0),
+    )
     publisher = LivePublisher(instance, away, cluster_name, interval_s=0.05, ttl_s=30.0)
     publisher.start()
     try:
