@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _quote  # C-accelerated; as ensure_ascii=False
 from typing import Any
 
 __all__ = ["ZNRecord", "ZNRecordError"]
@@ -59,10 +60,25 @@ class ZNRecord:
         )
 
     def to_json(self) -> str:
-        """Helix's serialised form (Jackson INDENT_OUTPUT)."""
-        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
-        # Jackson's default pretty printer puts a space before the colon as well.
-        return _jackson_colons(text)
+        """Helix's serialised form (Jackson INDENT_OUTPUT): exactly `json.dumps(self.to_dict(),
+        indent=2, ensure_ascii=False, separators=(",", " : "))` (Jackson's default pretty printer
+        puts a space before the colon as well), written out directly for this fixed shape: the
+        generic indenting encoder is pure Python, and every IdealState write encodes the whole
+        record."""
+        lists = sorted(self.list_fields.items())
+        return "".join(
+            (
+                '{\n  "id" : ',
+                _quote(self.id),
+                ',\n  "simpleFields" : ',
+                _flat(sorted(self.simple_fields.items()), "    ", "  "),
+                ',\n  "mapFields" : ',
+                _nested(sorted(self.map_fields.items())),
+                ',\n  "listFields" : ',
+                _lists(lists) if lists else "{}",
+                "\n}",
+            )
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ZNRecord:
@@ -81,21 +97,29 @@ class ZNRecord:
         )
 
 
-def _jackson_colons(text: str) -> str:
-    """Turn json.dumps' `"key": value` into Jackson's `"key" : value`, outside string values."""
-    out: list[str] = []
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == ":":
-            out.append(" ")
-        out.append(char)
-    return "".join(out)
+def _flat(items: list[tuple[str, str]], inner: str, outer: str) -> str:
+    """A {str: str} object whose members are indented by `inner` and whose closing brace by
+    `outer`."""
+    if not items:
+        return "{}"
+    body = ",\n".join(f"{inner}{_quote(k)} : {_quote(v)}" for k, v in items)
+    return f"{{\n{body}\n{outer}}}"
+
+
+def _nested(items: list[tuple[str, dict[str, str]]]) -> str:
+    if not items:
+        return "{}"
+    body = ",\n".join(
+        f"    {_quote(k)} : {_flat(sorted(v.items()), '      ', '    ')}" for k, v in items
+    )
+    return f"{{\n{body}\n  }}"
+
+
+def _lists(items: list[tuple[str, list[str]]]) -> str:
+    def one(values: list[str]) -> str:
+        if not values:
+            return "[]"
+        return "[\n" + ",\n".join(f"      {_quote(v)}" for v in values) + "\n    ]"
+
+    body = ",\n".join(f"    {_quote(k)} : {one(v)}" for k, v in items)
+    return f"{{\n{body}\n  }}"
