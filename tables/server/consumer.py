@@ -14,7 +14,11 @@ Contract:
   with `hold_reason` saying why and until when, and asks the controller nothing until the hold
   ends, is cleared or the table config changes (asked again every `BUILD_HOLD_RECHECK_S`).
 - At the end criteria (`tables.domain.segment_states.EndCriteria`, or a force commit) it runs the
-  completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s);
+  completion protocol: HOLD / NOT_SENT / NOT_LEADER / FAILED -> ask again after `hold_s` (<= 3 s),
+  doubled for every further HOLD in a row up to `MAX_HOLD_S` (Pinot's MAX_HOLD_TIME_MS, 3 s, which
+  the controller's FSM allows for): a replica waiting out someone else's commit asks a few times,
+  not every `hold_s` (64 partitions pausing at once made ~130 such calls a second), and going
+  ONLINE still ends the wait at once;
   CATCH_UP -> consume exactly up to the given offset and ask again, giving up after `catch_up_s`
   (default: the FSM's notify-winner time plus the default commit timeout, past which the
   controller's FSM has aborted anyway) and asking again from where it got; a CATCH_UP to an offset
@@ -461,7 +465,7 @@ class SegmentConsumer:
     def _complete(self, reason: str | None) -> None:
         spec = self.spec
         self.phase = Phase.HOLDING
-        failed_commits = 0
+        failed_commits = holds = 0
         while not self._stop.is_set():
             self._refresh_latest()
             online = self._online.is_set()
@@ -470,6 +474,7 @@ class SegmentConsumer:
                 spec.table, spec.segment, self.next_offset, reason, self.rows, self.early_start
             )
             status = response.status
+            holds = holds + 1 if status is Status.HOLD else 0
             target = None
             if status is Status.CATCH_UP and response.offset is not None:
                 target = int(response.offset)  # at or below our offset: a HOLD
@@ -510,7 +515,7 @@ class SegmentConsumer:
                 log.warning("%s: unexpected answer %s to segmentConsumed", spec.segment, status)
             if online:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway
-            self._wakeup.wait(self.hold_s)
+            self._wakeup.wait(min(self.hold_s * 2 ** max(holds - 1, 0), MAX_HOLD_S))
             self._wakeup.clear()
 
     def _may_start_early(self) -> bool:

@@ -53,7 +53,9 @@ class ScriptedController:
             return list(self.asked)
 
 
-def _consumer(topic: str, controller: ScriptedController, catch_up_s: float) -> SegmentConsumer:
+def _consumer(
+    topic: str, controller: ScriptedController, catch_up_s: float, hold_s: float = 0.05
+) -> SegmentConsumer:
     provider = RedisTopicAdmin(get_redis(settings.REDIS_URL)).provider(topic)
     spec = ConsumingSegment(
         TABLE,
@@ -71,7 +73,7 @@ def _consumer(topic: str, controller: ScriptedController, catch_up_s: float) -> 
         controller,  # type: ignore[arg-type]
         lambda consumer, response: False,
         PartitionStats(TABLE, topic, PARTITION),
-        hold_s=0.05,
+        hold_s=hold_s,
         fetch_timeout_ms=50,
     )
     consumer.catch_up_s = catch_up_s
@@ -133,3 +135,34 @@ def test_a_catch_up_to_an_offset_it_already_has_is_a_hold(topic, caplog):
             consumer.join(10)
     assert controller.questions() == [(4, "rowLimit", 3), (4, "rowLimit", 3)]
     assert not [r for r in caplog.records if "unexpected answer" in r.getMessage()]
+
+
+class RecordedWaits(threading.Event):
+    """A consumer's wake-up event that records how long each wait would be, and returns at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        return super().wait(0)
+
+
+def test_holds_in_a_row_wait_longer_up_to_pinots_max_hold_time(topic):
+    hold, not_sent = Response(Status.HOLD, offset="4"), Response(Status.NOT_SENT)
+    controller = ScriptedController(
+        *[hold] * 6, not_sent, hold, hold, Response(Status.KEEP, offset="4")
+    )
+    consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S, hold_s=0.5)
+    waits = consumer._wakeup = RecordedWaits()
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.phase is Phase.KEPT, timeout=30, what="kept")
+    finally:
+        consumer.stop()
+        consumer.join(10)
+    assert len(controller.questions()) == 10
+    # Doubling from hold_s while HOLD repeats, capped at 3 s (MAX_HOLD_S); any other answer
+    # starts again from hold_s.
+    assert waits.timeouts == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 0.5, 0.5, 1.0]
