@@ -8,7 +8,8 @@ standard: N+1 starts only after N's build and commit end.
 
 The stack (`bench/freshness_stack.py`), all real processes on a private ZooKeeper and Redis
 (scripts/services.sh on free ports, state under var/bench/freshness-<time>/): one controller,
-three servers, the default-queue and spark-queue Celery workers, and one producer per table:
+three servers, the default-queue and spark-queue Celery workers (Spark on `local[2]`, as the
+product runs it, unless BENCH_SPARK_MASTER says otherwise), and one producer per table:
 table `freshPauseless` (pauseless, peer download scheme http) on topic `freshPauseless`, table
 `freshStandard` on topic `freshStandard`, each `--partitions` partitions, replication 2,
 `--flush-rows` rows per segment, `--rate` rows/s per topic. The standard table's producer starts
@@ -90,6 +91,9 @@ ARGS = _args()
 # The product's default priority of the spark worker (console.settings), not the test suite's 0.
 os.environ.setdefault("SPARK_WORKER_NICENESS", "10")
 import tests.envdefaults  # noqa: E402, F401 - test settings (before Django starts)
+
+# Spark as the product runs it (console.settings' SPARK_MASTER default), not the suite's local[1].
+os.environ["SPARK_MASTER"] = os.environ.get("BENCH_SPARK_MASTER", "local[2]")
 
 RUN_DIR = ROOT / "var" / "bench" / f"freshness-{datetime.now():%Y%m%d-%H%M%S}"
 RUN_DIR.mkdir(parents=True)

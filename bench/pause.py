@@ -2,7 +2,8 @@
 ordinary segment commit, measured in the same run on the same processes.
 
 The stack is real and started here: the Celery workers (default queue, and the spark queue whose
-one local-mode Spark process builds every segment), a controller and three servers, on the test
+one local-mode Spark process, `local[2]` as the product runs it unless BENCH_SPARK_MASTER says
+otherwise, builds every segment), a controller and three servers, on the test
 services' ZooKeeper and Redis (`make test-services-up` first), in a ZooKeeper chroot and a Redis
 database of their own (TEST_SLOT 14). For each table size of `--partitions` (16 and 64), a table
 of that many partitions (replication 2, its own topic and schema), and each of `--runs` rounds:
@@ -48,6 +49,9 @@ os.environ.setdefault("SPARK_WORKER_NICENESS", "10")
 os.chdir(ROOT)
 
 import tests.envdefaults  # noqa: E402 - the test services, slot 14 (before Django starts)
+
+# Spark as the product runs it (console.settings' SPARK_MASTER default), not the suite's local[1].
+os.environ["SPARK_MASTER"] = os.environ.get("BENCH_SPARK_MASTER", "local[2]")
 
 os.environ["DATABASE_TEST_NAME"] = str(Path(os.environ["VAR_DIR"]) / "bench_pause.sqlite3")
 os.environ["DATABASE_URL"] = f"sqlite:///{os.environ['DATABASE_TEST_NAME']}"
