@@ -481,16 +481,17 @@ def _build_and_publish(
             for index, request in prepared
         ]
         results = build_batch(spark, items, work / "scratch")
+        built: list[tuple[int, BuildResult, str]] = []
         for (index, request), result in zip(prepared, results, strict=True):
             if isinstance(result, Exception):
                 outcomes[index] = result
                 continue
             build = batch[index]
             key = build.output_key or store.segment_key(request.table_name, build.segment)
-            try:
-                outcomes[index] = (result, store.publish(result.tar_path, key))
-            except Exception as exc:
-                outcomes[index] = exc
+            built.append((index, result, key))
+        published = store.publish_many([(result.tar_path, key) for _, result, key in built])
+        for (index, result, _), uri in zip(built, published, strict=True):
+            outcomes[index] = uri if isinstance(uri, Exception) else (result, uri)
 
 
 def _record(

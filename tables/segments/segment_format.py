@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import gzip
+import re
 import struct
 import tarfile
 from collections.abc import Mapping
@@ -54,6 +55,7 @@ METADATA_FILE = "metadata.properties"
 CREATION_META = "creation.meta"
 _SPECIAL = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_SEPARATOR = re.compile(r"[=: \t\f]")  # ends a key without escapes
 
 
 def _escape(text: str, is_key: bool) -> str:
@@ -103,6 +105,8 @@ def _logical_lines(text: str) -> list[str]:
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text  # nothing escaped (the common case: a commit end parses every line)
     out: list[str] = []
     chars = iter(range(len(text)))
     for i in chars:
@@ -126,20 +130,30 @@ def parse_properties(text: str) -> dict[str, str]:
     """Java properties text -> dict (later duplicates win, as in java.util.Properties.load)."""
     result: dict[str, str] = {}
     for line in _logical_lines(text):
-        i = 0
-        while i < len(line):
-            if line[i] == "\\":
-                i += 2
-                continue
-            if line[i] in "=: \t\f":
-                break
-            i += 1
+        if "\\" not in line:  # no escapes: the key ends at the first separator
+            found = _SEPARATOR.search(line)
+            i = len(line) if found is None else found.start()
+        else:
+            i = _key_end(line)
         key, rest = line[:i], line[i:]
         rest = rest.lstrip(" \t\f")
         if rest[:1] in ("=", ":"):
             rest = rest[1:].lstrip(" \t\f")
         result[_unescape(key)] = _unescape(rest)
     return result
+
+
+def _key_end(line: str) -> int:
+    """Where the key of a line with escapes ends (an escaped separator is part of the key)."""
+    i = 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] in "=: \t\f":
+            break
+        i += 1
+    return min(i, len(line))
 
 
 def format_value(value: object) -> str:

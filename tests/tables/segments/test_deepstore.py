@@ -33,6 +33,11 @@ def segment_file(tmp_path) -> Path:
     return path
 
 
+def _read(store: DeepStore, key: str) -> bytes:
+    with store.open_read(key) as handle:
+        return handle.read()
+
+
 def temporaries(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if TMP_MARKER in p.name]
 
@@ -95,6 +100,33 @@ def test_a_failed_rename_leaves_no_partial_object(store, segment_file, monkeypat
         store.publish(segment_file, key)
     assert not store.exists(key)
     assert temporaries(tmp_path / "deep") == []  # the failed attempt removed its temporary
+
+
+def test_a_batch_publishes_each_object_on_its_own(store, segment_file, monkeypatch, tmp_path):
+    other = tmp_path / "other.tar.gz"
+    other.write_bytes(b"other bytes")
+    keys = [store.segment_key("t", f"s{i}") for i in range(4)]
+    store.publish(other, keys[2])  # replaced by the batch unless its rename fails
+    real = DeepStore._replace
+
+    def third_fails(temporary, target):
+        if target.name == "s2.tar.gz":
+            raise OSError("disk gone")
+        real(temporary, target)
+
+    monkeypatch.setattr(DeepStore, "_replace", staticmethod(third_fails))
+    missing = tmp_path / "missing.tar.gz"
+    out = store.publish_many(
+        [(segment_file, keys[0]), (missing, keys[1]), (segment_file, keys[2]), (other, keys[3])]
+    )
+    assert out[0] == store.uri_for(keys[0]) and out[3] == store.uri_for(keys[3])
+    assert isinstance(out[1], FileNotFoundError)
+    assert isinstance(out[2], OSError) and "disk gone" in str(out[2])
+    assert _read(store, keys[0]) == segment_file.read_bytes()
+    assert not store.exists(keys[1])
+    assert _read(store, keys[2]) == b"other bytes"  # the old object stays whole
+    assert _read(store, keys[3]) == b"other bytes"
+    assert temporaries(tmp_path / "deep") == []
 
 
 def test_a_crash_before_the_rename_keeps_the_old_object(store, segment_file, tmp_path):
