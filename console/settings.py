@@ -410,8 +410,29 @@ if STATUS_CHECKER_FREQUENCY_SECONDS > 0:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "django.server": {  # Django's own access-log format
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    # The access log leaves out the completion protocol's successful calls (console.access_log).
+    "filters": {"quiet_protocol": {"()": "console.access_log.QuietProtocolCalls"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server"},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"kazoo": {"level": "WARNING"}, "py4j": {"level": "WARNING"}},
+    "loggers": {
+        "kazoo": {"level": "WARNING"},
+        "py4j": {"level": "WARNING"},
+        "django.server": {
+            "handlers": ["django.server"],
+            "level": "INFO",
+            "propagate": False,
+            "filters": ["quiet_protocol"],
+        },
+    },
 }
