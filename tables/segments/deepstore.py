@@ -156,8 +156,11 @@ class DeepStore:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def publish(self, local_file: Path, key: str) -> str:
-        """Put `local_file` at `key` atomically (see the module docstring); returns its URI."""
+    def publish(self, local_file: Path, key: str, durable: bool = True) -> str:
+        """Put `local_file` at `key` atomically (see the module docstring); returns its URI.
+        `durable=False` (local only) skips the fsyncs: still atomic for every reader, but a
+        power loss may take the object back; for inputs that are made again when missing (a
+        committer's staged rows: its commit fails and is tried again), never for segments."""
         final = self.path_for(key)
         if not self.is_local:
             self.fs.put_file(str(local_file), final)
@@ -169,13 +172,15 @@ class DeepStore:
             with Path(local_file).open("rb") as src, temporary.open("wb") as dst:
                 shutil.copyfileobj(src, dst, _CHUNK)
                 dst.flush()
-                os.fsync(dst.fileno())
+                if durable:
+                    os.fsync(dst.fileno())
             self._replace(temporary, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 temporary.unlink()
             raise
-        self._fsync_dir(target.parent)
+        if durable:
+            self._fsync_dir(target.parent)
         return self.uri_for(key)
 
     def publish_many(self, items: list[tuple[Path, str]]) -> list[str | Exception]:

@@ -371,7 +371,7 @@ class Committer:
         with tempfile.TemporaryDirectory(prefix="staging-", dir=self.work_dir) as tmp:
             local = Path(tmp) / "rows.parquet"
             write_staging(consumer.pairs(), local)
-            store.publish(local, key)
+            store.publish(local, key, durable=False)  # made again if lost: the commit fails
 
     def _held(self) -> bool:
         return self.hold_point is not None and faults.held(self.hold_point)

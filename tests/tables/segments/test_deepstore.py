@@ -102,6 +102,17 @@ def test_a_failed_rename_leaves_no_partial_object(store, segment_file, monkeypat
     assert temporaries(tmp_path / "deep") == []  # the failed attempt removed its temporary
 
 
+def test_a_publish_that_need_not_be_durable_skips_the_syncs(store, segment_file, monkeypatch):
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    store.publish(segment_file, "_staging/t/rows.parquet", durable=False)
+    assert synced == []
+    assert _read(store, "_staging/t/rows.parquet") == segment_file.read_bytes()
+    store.publish(segment_file, store.segment_key("t", "s"))
+    assert len(synced) == 2  # the file, then its folder
+
+
 def test_a_batch_publishes_each_object_on_its_own(store, segment_file, monkeypatch, tmp_path):
     other = tmp_path / "other.tar.gz"
     other.write_bytes(b"other bytes")
