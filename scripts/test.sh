@@ -58,7 +58,7 @@ PG_TESTS="${PG_TESTS:-tests/console tests/monitoring tests/tables/mirror}"
 PG_MARKS=()
 [ $# -gt 0 ] || PG_MARKS=(-m "not browser")
 E2E_TESTS="tests/e2e tests/test_demo_supervisor.py"
-E2E2_TESTS="${E2E2_TESTS-tests/e2e/test_healing.py tests/e2e/test_ensemble.py tests/e2e/test_pauseless.py tests/e2e/test_pauseless_recovery.py tests/e2e/test_pauseless_peer.py tests/e2e/test_alerting.py}"
+E2E2_TESTS="${E2E2_TESTS-tests/e2e/test_healing.py tests/e2e/test_pauseless.py tests/e2e/test_pauseless_recovery.py tests/e2e/test_pauseless_peer.py tests/e2e/test_alerting.py}"
 E2E_IGNORES=()
 for path in $E2E2_TESTS; do E2E_IGNORES+=("--ignore=$path"); done
 if [ -z "${PG_PYTEST_ARGS+set}" ]; then
