@@ -10,7 +10,8 @@ Contract:
   FAILURE, REVOKED). One multi-key read (`MGET` of the result keys) per `interval_s` answers every
   caller: the caller that finds the last read older than that reads for every task asked about in
   the last `forget_after_s`; the others answer from it. A task is seen done at most one interval
-  later than when it was stored (the committer's own poll adds up to one more).
+  (20 ms, well under the committers' 50 ms poll: one read per interval costs next to nothing)
+  later than when it was stored; the committer's own poll adds up to one of its polls.
 - A failed read (Redis away) is logged once a minute and answers "not ready": the committer
   keeps waiting under its lease, as it does when its own `AsyncResult.ready()` cannot tell.
 - `PolledResult` is a `tables.server.committer.BuildHandle`: `ready()` from its poll, the rest
@@ -37,7 +38,7 @@ __all__ = ["PolledResult", "ResultPoll", "poll_for"]
 
 log = logging.getLogger(__name__)
 
-INTERVAL_S = 0.05
+INTERVAL_S = 0.02
 FORGET_AFTER_S = 2.0
 
 
