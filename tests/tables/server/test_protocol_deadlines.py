@@ -80,6 +80,16 @@ def _consumer(
     return consumer
 
 
+def _run_until(consumer: SegmentConsumer, phase: Phase, what: str) -> None:
+    """Start the consumer, wait for `phase`, then stop it."""
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.phase is phase, timeout=30, what=what)
+    finally:
+        consumer.stop()
+        consumer.join(10)
+
+
 def test_the_default_catch_up_deadline_outlasts_the_fsms_commit_deadline():
     assert CATCH_UP_S == 126.6  # notify-winner 6.6 s + the 120 s commit timeout
 
@@ -90,12 +100,7 @@ def test_a_catch_up_the_stream_never_reaches_is_given_up_and_asked_again(topic):
         Response(Status.DISCARD),
     )
     consumer = _consumer(topic, controller, catch_up_s=0.3)
-    consumer.start()
-    try:
-        wait_until(lambda: consumer.phase is Phase.DISCARDED, timeout=30, what="asked again")
-    finally:
-        consumer.stop()
-        consumer.join(10)
+    _run_until(consumer, Phase.DISCARDED, "asked again")
     # It asked, followed the CATCH_UP as far as the stream goes (offset 4), gave up at the
     # deadline and asked again from there.
     assert controller.questions() == [(4, "rowLimit", 3), (4, "rowLimit", 3)]
@@ -127,12 +132,7 @@ def test_a_catch_up_to_an_offset_it_already_has_is_a_hold(topic, caplog):
     )
     consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S)
     with caplog.at_level("WARNING", logger="tables.server.consumer"):
-        consumer.start()
-        try:
-            wait_until(lambda: consumer.phase is Phase.KEPT, timeout=30, what="kept")
-        finally:
-            consumer.stop()
-            consumer.join(10)
+        _run_until(consumer, Phase.KEPT, "kept")
     assert controller.questions() == [(4, "rowLimit", 3), (4, "rowLimit", 3)]
     assert not [r for r in caplog.records if "unexpected answer" in r.getMessage()]
 
@@ -156,12 +156,7 @@ def test_holds_in_a_row_wait_longer_up_to_pinots_max_hold_time(topic):
     )
     consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S, hold_s=0.5)
     waits = consumer._wakeup = RecordedWaits()
-    consumer.start()
-    try:
-        wait_until(lambda: consumer.phase is Phase.KEPT, timeout=30, what="kept")
-    finally:
-        consumer.stop()
-        consumer.join(10)
+    _run_until(consumer, Phase.KEPT, "kept")
     assert len(controller.questions()) == 10
     # Doubling from hold_s while HOLD repeats, capped at 3 s (MAX_HOLD_S); any other answer
     # starts again from hold_s.
