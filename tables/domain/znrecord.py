@@ -65,7 +65,6 @@ class ZNRecord:
         puts a space before the colon as well), written out directly for this fixed shape: the
         generic indenting encoder is pure Python, and every IdealState write encodes the whole
         record."""
-        lists = sorted(self.list_fields.items())
         return "".join(
             (
                 '{\n  "id" : ',
@@ -75,7 +74,7 @@ class ZNRecord:
                 ',\n  "mapFields" : ',
                 _nested(sorted(self.map_fields.items())),
                 ',\n  "listFields" : ',
-                _lists(lists) if lists else "{}",
+                _lists(sorted(self.list_fields.items())),
                 "\n}",
             )
         )
@@ -116,6 +115,9 @@ def _nested(items: list[tuple[str, dict[str, str]]]) -> str:
 
 
 def _lists(items: list[tuple[str, list[str]]]) -> str:
+    if not items:
+        return "{}"
+
     def one(values: list[str]) -> str:
         if not values:
             return "[]"

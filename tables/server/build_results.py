@@ -13,7 +13,8 @@ Contract:
   (20 ms, well under the committers' 50 ms poll: one read per interval costs next to nothing)
   later than when it was stored; the committer's own poll adds up to one of its polls.
 - A failed read (Redis away) is logged once a minute and answers "not ready": the committer
-  keeps waiting under its lease, as it does when its own `AsyncResult.ready()` cannot tell.
+  keeps waiting under its build lease, which the controller stops extending past its commit
+  deadline (`AsyncResult.ready()` raised instead, and failed the commit at once).
 - `PolledResult` is a `tables.server.committer.BuildHandle`: `ready()` from its poll, the rest
   (`successful`, `get`, `revoke`) from the Celery result, once it is ready.
 - A result backend that is not Redis-like (no `client`, `get_key_for_task`, `decode_result`) is
