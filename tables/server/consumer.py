@@ -40,9 +40,13 @@ Contract:
 - A stream that cannot be read for now (`StreamUnavailable`: Redis stalled or restarting) is
   retried with capped exponential back-off (0.2 s doubling to `FETCH_BACKOFF_CAP_S`), one warning
   per `FETCH_LOG_EVERY_S`; it is never reported as a consumer error. What waiting cannot fix (a
-  deleted topic) and anything unexpected end the segment in ERROR after a best-effort
-  `segmentStoppedConsuming` whose reason names the cause (`stopped_reason`, also kept in the
+  deleted topic) and anything unexpected end the segment in ERROR, then send
+  `segmentStoppedConsuming` with a reason naming the cause (`stopped_reason`, also kept in the
   consumer's `stopped_reason` for the live state), so the controller can hand the partition on.
+  It is sent again until the controller answers PROCESSED (after 0.5 s, doubling up to
+  `STOPPED_RETRY_CAP_S`, Pinot's fixed retry interval), or the replica is stopped or goes ONLINE:
+  a controller restarting, or not leading yet, must not leave the replica CONSUMING in the
+  IdealState, where no repair would find it.
 - A fetch that reports `data_loss` (the stream dropped offsets at or after `next_offset` before
   they were read) counts the lost offsets in the partition's `lost_offsets` and records the exact
   range `[next_offset, first available)` in `lost_ranges` (this segment's only, ascending,
@@ -104,6 +108,8 @@ FETCH_BACKOFF_CAP_S = 5.0
 FETCH_LOG_EVERY_S = 60.0
 BUILD_HOLD_RECHECK_S = 5.0  # a held build's consumer looks for a cleared record this often
 HELD_POLL_S = 0.1  # how often a consumer held by fault injection looks again
+STOPPED_RETRY_FIRST_S = 0.5  # segmentStoppedConsuming not PROCESSED: sent again after this...
+STOPPED_RETRY_CAP_S = 10.0  # ... doubling up to Pinot's interval (postStopConsumedMsg)
 _RETRY_ASK = {Status.HOLD, Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED}
 _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS: "COMMITTED"}
 # segment, start offset, next offset, rows, first and last fetch with rows (epoch ms), end phase
@@ -324,11 +330,9 @@ class SegmentConsumer:
         except Exception as exc:
             log.exception("%s: consumer failed", self.spec.segment)
             self.error = f"{type(exc).__name__}: {exc}"
-            self.stopped_reason = stopped_reason(exc)
+            reason = self.stopped_reason = stopped_reason(exc)
             self.phase = Phase.ERROR  # after the reason: whoever sees ERROR can read why
-            self.client.segment_stopped_consuming(
-                self.spec.table, self.spec.segment, self.next_offset, self.stopped_reason
-            )
+            self._report_stopped(reason)
         finally:
             ended = self._stop.is_set() or self._online.is_set()
             if ended and self.phase in _UNFINISHED:
@@ -338,6 +342,25 @@ class SegmentConsumer:
             self._log_consumed()
             self.offsets = array("q")
             self._chunks = []
+
+    def _report_stopped(self, reason: str) -> None:
+        """segmentStoppedConsuming until PROCESSED, stopped or ONLINE (module contract)."""
+        backoff = Backoff(first=STOPPED_RETRY_FIRST_S, cap=STOPPED_RETRY_CAP_S)
+        while True:
+            response = self.client.segment_stopped_consuming(
+                self.spec.table, self.spec.segment, self.next_offset, reason
+            )
+            if response.status == Status.PROCESSED:
+                return
+            delay = backoff.next_delay()
+            log.warning(
+                "%s: segmentStoppedConsuming answered %s; sending it again in %.1f s",
+                self.spec.segment,
+                response.status,
+                delay,
+            )
+            if self.wait(delay):
+                return
 
     def _log_consumed(self) -> None:
         if self.first_rows_ms is None or self.last_rows_ms is None:

@@ -176,10 +176,25 @@ class Case:
             s for s, st in self.of_partition(partition).items() if "CONSUMING" in st.values()
         )
 
-    def stuck_after_step1(self) -> str | None:
-        """A DONE segment that is still CONSUMING in the IdealState."""
-        for segment, states in self.ideal().items():
-            if "CONSUMING" in states.values() and self.meta(segment).status == SegmentStatus.DONE:
+    def stuck_after_step1(self) -> list[str]:
+        """DONE segments that are still CONSUMING in the IdealState."""
+        return [
+            segment
+            for segment, states in self.ideal().items()
+            if "CONSUMING" in states.values() and self.meta(segment).status == SegmentStatus.DONE
+        ]
+
+    def orphan_of(self, stuck: str) -> str | None:
+        """The segment after `stuck` when its metadata exists but the IdealState lacks it (its
+        commit end stopped after step 2)."""
+        name = LLCSegmentName.parse(stuck)
+        for segment in self.manager.segment_names(self.table):
+            following = LLCSegmentName.parse(segment)
+            if (
+                following.partition_group_id == name.partition_group_id
+                and following.sequence_number == name.sequence_number + 1
+                and segment not in self.ideal()
+            ):
                 return segment
         return None
 
@@ -236,36 +251,40 @@ FAST = {
 }
 
 
-def _stuck_at_exit(stack: HealingCluster, case: Case) -> str:
-    """Wait for the controller's fault exit; the DONE segment it left CONSUMING (read before the
-    guard lets anyone repair it), then start the controller again. `stack.dead_session`: the
-    dead process's session, owner of its live instance znode until the session expires."""
+def _stuck_at_exit(stack: HealingCluster, case: Case, step: int = 1) -> tuple[str, str | None]:
+    """Wait for the controller's fault exit after commit step `step`; the DONE segment it left
+    CONSUMING and (step 2) the next segment's metadata that step 2 made, read before the guard
+    lets anyone repair them; then start the controller again and wait until it leads the table.
+    Other commit ends running when the process exited may have stopped after step 1: a segment
+    with an orphan is the one the fault point stopped. `stack.dead_session`: the dead process's
+    session, owner of its live instance znode until the session expires."""
     code = wait_until(
         lambda: stack.procs["controller"].poll(), timeout=120, interval=0.02, what="the exit"
     )
     assert code == 86  # fault injection's exit status
-    stuck = case.stuck_after_step1()
+    found = [(stuck, case.orphan_of(stuck)) for stuck in case.stuck_after_step1()]
     ctx = context.current()
     live = ctx.client.exists(ctx.paths.liveinstance(stack.controller_id))
     stack.dead_session = live.ephemeralOwner if live is not None else None
     stack.start_controller()
-    assert stuck is not None, "no DONE segment left CONSUMING by the exit"
-    return stuck
+    # The healer acts for a table's live lead controller only, else a run is rightly skipped,
+    # and servers' calls meanwhile are answered NOT_LEADER: wait for the restarted controller's
+    # own live instance (the dead one's ephemeral znode, same id, lasts until its session
+    # expires) and for it to lead the table.
+    wait_until(
+        lambda: _live_again(stack, case.table), timeout=90, what="the restarted controller leading"
+    )
+    wanted = [(stuck, orphan) for stuck, orphan in found if step == 1 or orphan is not None]
+    assert wanted, f"no DONE segment left CONSUMING by an exit after step {step}: {found}"
+    return wanted[0]
 
 
 def test_controller_stopped_after_commit_step2_is_repaired(stack, case):
     case.create(**FAST)
     stack.arm("controller.commit.after_step2")
     producer = case.produce(2_500, rate=1_000)
-    stuck = _stuck_at_exit(stack, case)
+    stuck, orphan = _stuck_at_exit(stack, case, step=2)  # step 2 made `orphan`, step 3 not
     partition = LLCSegmentName.parse(stuck).partition_group_id
-    names = [
-        s
-        for s in case.manager.segment_names(case.table)
-        if LLCSegmentName.parse(s).partition_group_id == partition
-    ]
-    orphan = max(names, key=lambda s: LLCSegmentName.parse(s).sequence_number)
-    assert orphan not in case.ideal()  # step 2 made it, step 3 never ran
 
     def repaired() -> bool:
         case.heal()
@@ -432,15 +451,9 @@ def test_the_doctor_explains_a_stopped_commit_and_run_healer_now_repairs_it(
     case.create(**FAST)
     stack.arm("controller.commit.after_step1")
     producer = case.produce(3_000, rate=1_000)
-    stuck = _stuck_at_exit(stack, case)
+    stuck, _ = _stuck_at_exit(stack, case)
     partition = LLCSegmentName.parse(stuck).partition_group_id
     wait_until(lambda: _answers(stack), timeout=60, what="the restarted controller serving")
-    # The healer acts for a table's live lead controller only, else the run is rightly skipped:
-    # wait for the restarted controller's own live instance (the dead one's ephemeral znode,
-    # same id, lasts until its session expires) and for it to lead the table.
-    wait_until(
-        lambda: _live_again(stack, case.table), timeout=90, what="the restarted controller leading"
-    )
     sync.sync_cluster(context.current())  # the pages read the mirror
 
     url = f"http://127.0.0.1:{stack.controller_port}"

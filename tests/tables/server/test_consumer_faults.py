@@ -15,6 +15,7 @@ from django.conf import settings
 
 from tables.domain.completion_response import Response, Status
 from tables.redisconn import get_redis
+from tables.server import consumer as consumer_module
 from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
 from tables.streams.base import MessageBatch
 from tables.streams.redis_streams import RedisStreamProvider, RedisTopicAdmin
@@ -25,17 +26,19 @@ ME = "Server_127.0.0.1_7001"
 
 
 class RecordingClient:
-    """Answers HOLD to segmentConsumed; records segmentStoppedConsuming."""
+    """Answers HOLD to segmentConsumed; records segmentStoppedConsuming, answering `refusals`
+    first (then PROCESSED)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *refusals: Status) -> None:
         self.stopped: list[tuple[str, int, str]] = []
+        self.refusals = list(refusals)
 
     def segment_consumed(self, *args: object) -> Response:
         return Response(Status.HOLD)
 
     def segment_stopped_consuming(self, table, segment, offset, reason) -> Response:
         self.stopped.append((segment, offset, reason))
-        return Response(Status.PROCESSED)
+        return Response(self.refusals.pop(0) if self.refusals else Status.PROCESSED)
 
 
 class GatedStream(RedisStreamProvider):
@@ -90,6 +93,43 @@ def test_an_injected_failure_ends_the_consumer_in_error_and_says_why(
     assert consumer.stopped_reason == reason
     assert not (tmp_path / point).exists()  # tripped once
     assert (tmp_path / "server.Server_elsewhere_1.consumer_fails").exists()
+
+
+def test_segment_stopped_consuming_is_sent_again_until_the_controller_processed_it(
+    topic, settings, tmp_path, monkeypatch
+):
+    """A controller restarting (NOT_SENT) or not leading yet (NOT_LEADER) does not get the last
+    word: without PROCESSED, the replica would stay CONSUMING in the IdealState."""
+    monkeypatch.setattr(consumer_module, "STOPPED_RETRY_FIRST_S", 0.01)
+    settings.FAULT_INJECTION_DIR = str(tmp_path)
+    client = RecordingClient(Status.NOT_SENT, Status.NOT_LEADER, Status.FAILED)
+    consumer = _consumer(topic, client)
+    (tmp_path / f"server.{ME}.consumer_fails").write_text("")
+    consumer.start()
+    try:
+        consumer.join(10)
+        assert consumer.finished
+    finally:
+        consumer.stop()
+        consumer.join(5)
+    reason = f"consumerError: InjectedConsumerFailure: fault injection: server.{ME}.consumer_fails"
+    assert client.stopped == [("t__0__0__20240501T1030Z", 1, reason)] * 4
+    assert consumer.phase is Phase.ERROR
+
+
+def test_a_stopped_replica_ends_the_resending(topic, settings, tmp_path):
+    settings.FAULT_INJECTION_DIR = str(tmp_path)
+    client = RecordingClient(*[Status.NOT_LEADER] * 100)
+    consumer = _consumer(topic, client)
+    (tmp_path / f"server.{ME}.consumer_fails").write_text("")
+    consumer.start()
+    try:
+        wait_until(lambda: client.stopped, what="segmentStoppedConsuming")
+    finally:
+        consumer.stop()  # the controller took the replica OFFLINE some other way
+        consumer.join(5)
+    assert consumer.finished  # stop() ended a back-off wait (0.5 s, 1 s, ... of 100 refusals)
+    assert client.refusals
 
 
 def _step(stream: GatedStream, consumer: SegmentConsumer, next_offset: int) -> None:
