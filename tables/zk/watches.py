@@ -67,15 +67,18 @@ _TRIGGERS: dict[int, tuple[Callable[[], None], Callable[[Any], None]]] = {}
 
 
 def read_watched(client: Any, path: str, fn: Callable[[], None]) -> tuple[bytes, Stat] | None:
-    """`path`'s data and stat (None when missing), with a one-shot watch calling `fn()`."""
+    """`path`'s data and stat (None when missing), with a one-shot watch calling `fn()`: a data
+    watch while `path` exists (one round trip), else an exists watch (a failed read leaves no
+    watch, in ZooKeeper or in kazoo's registry)."""
     kazoo, watcher = raw(client), _trigger(fn)
     with translating():
-        if kazoo.exists(path, watch=watcher) is None:
-            return None
-        try:
-            return kazoo.get(path, watch=watcher)
-        except NoNodeError:  # deleted between the two calls: the exists watch fires
-            return None
+        while True:
+            try:
+                return kazoo.get(path, watch=watcher)
+            except NoNodeError:
+                if kazoo.exists(path, watch=watcher) is None:
+                    return None
+            # created between the two calls: its exists watch fired; read it
 
 
 def children_watched(client: Any, path: str, fn: Callable[[], None]) -> list[str]:

@@ -17,25 +17,56 @@ from tests.poll import wait_until
 pytestmark = pytest.mark.zk
 
 
-def test_a_cached_read_makes_no_round_trip(zk):
-    zk.create("/n", b"v0")
-    zk.create("/n/a")
-    reads = WatchedReads(as_store(zk))
-    assert reads.data("/n")[0] == b"v0" and reads.children("/n") == ["a"]
-    calls = []
-    original = zk._call  # every kazoo request goes through it
+def _counting(zk) -> list[str]:
+    """The kazoo requests made from now on (every one goes through `_call`)."""
+    calls: list[str] = []
+    original = zk._call
 
     def counting(request, async_object):
         calls.append(type(request).__name__)
         return original(request, async_object)
 
     zk._call = counting
+    return calls
+
+
+def test_a_cached_read_makes_no_round_trip(zk):
+    zk.create("/n", b"v0")
+    zk.create("/n/a")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0" and reads.children("/n") == ["a"]
+    calls = _counting(zk)
     try:
         for _ in range(5):
             assert reads.data("/n")[0] == b"v0" and reads.children("/n") == ["a"]
     finally:
-        zk._call = original
+        del zk._call  # the instance attribute goes: kazoo's own method again
     assert calls == []
+
+
+def test_a_changed_znode_is_read_in_one_round_trip_and_a_missing_one_watched(zk, settings):
+    zk.create("/n", b"v0")
+    reads = WatchedReads(as_store(zk))
+    assert reads.data("/n")[0] == b"v0"
+    zk.set("/n", b"v1")
+    calls = _counting(zk)
+    try:
+        assert reads.data("/n")[0] == b"v1"
+        assert calls == ["GetData"]
+        assert reads.data("/missing") is None  # the failed read, then an exists watch
+        assert calls == ["GetData", "GetData", "Exists"]
+        assert reads.data("/missing") is None  # answered by the exists watch's cache
+        assert len(calls) == 3
+    finally:
+        del zk._call  # the instance attribute goes: kazoo's own method again
+    other = new_client(settings.ZK_HOSTS)
+    try:
+        other.create("/missing", b"here")
+        wait_until(lambda: reads.data("/missing") is not None, 10, what="the creation notified")
+        assert reads.data("/missing")[0] == b"here"
+    finally:
+        other.stop()
+        other.close()
 
 
 def test_own_writes_are_never_answered_stale(zk):
