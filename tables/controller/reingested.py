@@ -16,7 +16,9 @@ a refusal changes nothing):
    and data CRC from `creation.meta`, start/end times and docs from `metadata.properties`, the
    size of the final object, the download URL `<vip>/segments/<raw>/<segment>`; the end offset
    is unchanged.
-5. The segment leaves `committingSegments` of PAUSELESS_DEBUG_METADATA (best effort, logged).
+5. The segment leaves `committingSegments` of PAUSELESS_DEBUG_METADATA (best effort, logged),
+   and its build back-off record (`tables.build_backoffs`, left by the replicas whose builds
+   failed) goes: the re-ingested build is the segment's successful one (best effort, logged).
 6. Every replica is reset (`ErrorRepairer.reset`, Pinot's resetSegment): ERROR -> OFFLINE, then
    the servers follow the IdealState back to ONLINE and download the copy.
 
@@ -32,6 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from django.db import DatabaseError
+
+from tables import build_backoffs
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.domain.names import table_name_with_type
@@ -171,6 +176,10 @@ def complete_reingested_segment(
         change_committing(ctx.client, table, ctx.paths.pauseless_debug(table), segment, False)
     except Exception:
         log.exception("%s: cannot remove it from committingSegments", segment)
+    try:
+        build_backoffs.succeeded(table, segment)
+    except DatabaseError:
+        log.exception("%s: cannot clear its build back-off record", segment)
     try:
         reset = ErrorRepairer(ctx, source).reset(table, segment)
     except NotFound:

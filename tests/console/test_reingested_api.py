@@ -18,7 +18,7 @@ from django.test import Client
 from console.api import completion
 from console.api import reingested as reingested_view
 from monitoring.in_progress import count_in_progress, key_for
-from tables import builds
+from tables import build_backoffs, builds
 from tables.cluster import context
 from tables.controller import completion_trust
 from tables.controller.resources import ResourceManager
@@ -196,6 +196,19 @@ def test_a_reingested_segment_is_done_and_its_replicas_reset(zk, committing):
     store = builds.deep_store()
     upload = _upload(segment)
 
+    for server in replicas:  # both builds failed deterministically: a back-off record
+        build_backoffs.record_failure(
+            TABLE, segment, fingerprint="f", error="ValueError: x", server=server, now_ms=0
+        )
+    build_backoffs.record_failure(
+        TABLE,
+        "githubEvents__1__0__20240501T1030Z",
+        fingerprint="f",
+        error="E",
+        server="s",
+        now_ms=0,
+    )
+
     resp = _post(segment, download_uri=store.uri_for(upload))
     assert resp.status_code == 200, resp.content
     assert resp.json()["status"] == (
@@ -217,6 +230,11 @@ def test_a_reingested_segment_is_done_and_its_replicas_reset(zk, committing):
     assert debug.list_fields["committingSegments"] == ["other"]
     for instance in replicas:
         assert _resets(zk, instance) == [(segment, "ERROR", "OFFLINE")]
+    # The re-ingested build is the segment's successful one: its back-off record goes, and
+    # only its.
+    assert [(r.table, r.segment) for r in build_backoffs.rows()] == [
+        (TABLE, "githubEvents__1__0__20240501T1030Z")
+    ]
 
     again = _post(segment, download_uri=_upload(segment))
     assert again.status_code == 409  # DONE now
