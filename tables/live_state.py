@@ -12,10 +12,13 @@ Hash field `<tableNameWithType>|<segmentName>` -> JSON object (`PartitionLive.to
   process life, as Pinot's meter), rowsPerSecond, lostOffsets, updatedMs, phaseSinceMs (when the
   current phase began: it changes only when the phase does, so a duration counted from it never
   resets while a phase lasts), completingSinceMs (when the replica left CONSUMING to complete
-  the segment; None while it consumes) and stoppedReason (why a failed consumer stopped: the reason
-  it sent with segmentStoppedConsuming; None otherwise).
+  the segment; None while it consumes), stoppedReason (why a failed consumer stopped: the reason
+  it sent with segmentStoppedConsuming; None otherwise) and holdReason (why a HOLDING consumer
+  asks the controller nothing: its build backing off after a deterministic failure, with the
+  next try; None otherwise).
 Offsets are ints (Redis Streams offsets in this project are ints); None when unknown. The two
-since-fields and stoppedReason are optional: an entry without them (an older server) reads as None.
+since-fields, stoppedReason and holdReason are optional: an entry without them (an older server)
+reads as None.
 
 Readers (`tables.mirror.sync`, the controller's consumingSegmentsInfo) use `read_all`, which costs
 one pipelined round trip for every server of the cluster.
@@ -55,6 +58,7 @@ class PartitionLive:
     phaseSinceMs: int | None = None
     completingSinceMs: int | None = None
     stoppedReason: str | None = None
+    holdReason: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

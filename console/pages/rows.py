@@ -162,6 +162,7 @@ class ReplicaRow:
     rows_per_s: float | None
     last_consumed: dt.datetime | None
     updated: dt.datetime | None
+    hold_reason: str = ""  # why a HOLDING consumer asks nothing (a build backing off)
 
     @classmethod
     def build(cls, server: str, raw: dict[str, Any] | Any) -> ReplicaRow:
@@ -178,6 +179,7 @@ class ReplicaRow:
             rows_per_s=_float(data.get("rowsPerSecond")),
             last_consumed=display.epoch_ms(data.get("lastConsumedMs")),
             updated=display.epoch_ms(data.get("updatedMs")),
+            hold_reason=str(data.get("holdReason") or ""),
         )
 
     @property

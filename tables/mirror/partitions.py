@@ -71,7 +71,7 @@ DISABLED = "table disabled (HELIX_ENABLED=false): its servers hold every segment
 LIVE_KEYS = (
     "currentOffset", "upstreamOffset", "recordsLag", "availabilityLagMs", "rowsPerSecond",
     "consumerState", "phase", "lastConsumedMs", "updatedMs", "lostOffsets", "phaseSinceMs",
-    "completingSinceMs", "stoppedReason",
+    "completingSinceMs", "stoppedReason", "holdReason",
 )  # fmt: skip
 
 

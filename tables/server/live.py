@@ -23,7 +23,8 @@ Contract:
   CATCHING_UP, COMMITTING, ...): it survives the HOLDING <-> CATCHING_UP round trips of one
   completion, so a stuck commit's age keeps growing; None while consuming.
   `stoppedReason` is the failed consumer's `stopped_reason` (the reason it sent with
-  segmentStoppedConsuming, e.g. "topicNotFound: ..."), None while it has not failed.
+  segmentStoppedConsuming, e.g. "topicNotFound: ..."), None while it has not failed;
+  `holdReason` the consumer's `hold_reason` (a build backing off, issue 23), else None.
 - A failing publish (Redis down, a replica changing under the walk) is logged and retried on the
   next tick; it never ends the thread. `failures` and `published` count ticks.
 - `stop()` ends the thread promptly (it waits on an event, not a sleep) and deletes the server's
@@ -80,6 +81,7 @@ def partition_live(
         phaseSinceMs=phase_since_ms,
         completingSinceMs=completing_since_ms,
         stoppedReason=consumer.stopped_reason,
+        holdReason=consumer.hold_reason,
     )
 
 

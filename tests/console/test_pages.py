@@ -393,6 +393,23 @@ def test_the_partition_page_shows_its_replicas_and_only_its_segments(viewer):
     assert all("__0__" in s for s in segments) and len(segments) == 4
 
 
+def test_a_held_replica_says_why_it_asks_the_controller_nothing(viewer):
+    events = mf.table("events")
+    reason = "build failed: BuildError: bad pattern; next try at 2026-11-27 14:40:00 UTC"
+    mf.partition(
+        events,
+        0,
+        "COMMITTING",
+        replicas={
+            "Server_a_8001": mf.replica(phase="HOLDING", holdReason=reason),
+            "Server_b_8002": mf.replica(phase="HOLDING"),
+        },
+    )
+    html = _text(viewer.get("/ui/tables/events_REALTIME/partitions/0/"))
+    assert html.count("data-hold-reason") == 1
+    assert f'<div class="small detail" data-hold-reason>{reason}</div>' in html
+
+
 def test_the_segment_page_shows_metadata_and_highlights_replica_mismatch(viewer):
     events = _events()
     mf.segment(

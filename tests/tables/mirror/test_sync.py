@@ -408,7 +408,7 @@ def test_live_state_drives_the_partition_verdicts_and_samples(
 
     add(0, currentOffset=100, upstreamOffset=100)
     add(1, currentOffset=200, upstreamOffset=900_200, recordsLag=900_000)
-    add(2, currentOffset=300, upstreamOffset=300, lostOffsets=7)
+    add(2, currentOffset=300, upstreamOffset=300, lostOffsets=7, holdReason="build failed: E")
     for server, items in published.items():
         _publish(redis_client, server, items)
 
@@ -428,6 +428,9 @@ def test_live_state_drives_the_partition_verdicts_and_samples(
     )
     assert lagging.replicas[replicas[1][0]]["currentOffset"] == 200
     assert lagging.replicas[replicas[1][0]]["state"] == "CONSUMING"
+    assert lagging.replicas[replicas[1][0]]["holdReason"] is None
+    held = PartitionStatus.objects.get(partition=2).replicas
+    assert {held[server]["holdReason"] for server in replicas[2]} == {"build failed: E"}
     table = MirroredTable.objects.get(name=TABLE)
     assert (table.health, table.max_records_lag) == ("BAD", 900_000)
     assert table.rows_per_s == 15.0  # three partitions at 5 rows/s

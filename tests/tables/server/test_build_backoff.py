@@ -21,6 +21,7 @@ from tables.server import consumer as consumer_module
 from tables.server.build_holds import BuildHolds
 from tables.server.committer import Committer
 from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
+from tables.server.live import partition_live
 from tables.server.local_segments import LocalSegments
 from tables.streams.redis_streams import RedisStreamProvider
 from tests.cluster_fixtures import load
@@ -115,6 +116,8 @@ def test_a_deterministic_failure_holds_until_the_config_changes(
         wait_until(lambda: consumer.hold_reason, timeout=60, what="the consumer holds")
         assert consumer.phase is Phase.HOLDING
         assert consumer.hold_reason.startswith(f"build failed: BuildError: {REFUSED}; next try at")
+        published = partition_live(consumer, now_ms=0, rows_per_second=0.0)  # the live state
+        assert (published.phase, published.holdReason) == ("HOLDING", consumer.hold_reason)
         record = build_backoffs.read(TABLE, segment)
         assert record is not None and record.failures == 1 and record.servers == (replica,)
         assert record.next_retry_ms - record.last_failure_ms == 60_000
