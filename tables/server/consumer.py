@@ -230,6 +230,7 @@ class SegmentConsumer:
         self.offsets = array("q")
         self._chunks: list[tuple[bytes, ...]] = []  # the rows' bytes, one tuple per fetch
         self._fetched = False
+        self.first_fetch = threading.Event()  # set once a fetch returned (the hand-off waits)
         self.first_rows_ms: int | None = None  # wall time of the first fetch that returned rows
         self.last_rows_ms: int | None = None  # ... and of the latest one
         self.error: str | None = None  # why the consumer failed, for /debug and the logs
@@ -466,7 +467,9 @@ class SegmentConsumer:
             log.info("%s: stream readable again", self.spec.segment)
             self._fetch_backoff.reset()
             self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
-        self._fetched = True
+        if not self._fetched:
+            self._fetched = True
+            self.first_fetch.set()
         if batch.data_loss:
             self._record_loss(batch.first_available_offset)
         count = len(batch)

@@ -370,7 +370,7 @@ class ServerInstance:
                 self._stop_consumer(replica)
             if target is SegmentState.CONSUMING:
                 replica.consumer = self._start_consumer(table, segment)
-                self.starts.started(table, segment)
+                self.starts.started(table, segment, replica.consumer.first_fetch)
                 self.messages.consumer_started(table, segment, replica.consumer)
                 if self._paused(table, segment):
                     replica.consumer.force_commit()

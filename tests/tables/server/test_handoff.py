@@ -44,3 +44,24 @@ def test_no_next_start_means_false_after_the_timeout_and_odd_names_never_match()
     starts.started(T, seg(0, 5))
     starts.started(T, seg(0, 1))  # an older start does not lower what was seen
     assert starts.wait_after(T, seg(0, 4), 0.01)
+
+
+def test_after_the_start_it_waits_for_the_first_fetch_at_most_a_bound(monkeypatch):
+    from tables.server import handoff
+
+    starts = ConsumerStarts()
+    fetched = threading.Event()
+    starts.started(T, seg(0, 4), fetched)
+    answer: list[bool] = []
+    thread = threading.Thread(target=lambda: answer.append(starts.wait_after(T, seg(0, 3), 60)))
+    monkeypatch.setattr(handoff, "FIRST_FETCH_WAIT_S", 60)
+    thread.start()
+    thread.join(0.2)
+    assert thread.is_alive()  # started, not fetched yet: still waiting
+    fetched.set()
+    thread.join(60)
+    assert answer == [True]
+
+    monkeypatch.setattr(handoff, "FIRST_FETCH_WAIT_S", 0.01)
+    starts.started(T, seg(0, 6), threading.Event())  # a fetch that never returns...
+    assert starts.wait_after(T, seg(0, 5), 60)  # ... holds the build back only that long
