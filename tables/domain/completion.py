@@ -46,8 +46,10 @@ Early commit start (this project's extension, pauseless tables only): a segmentC
 carries `start_commit` (the server is ready to commit and wants no second round trip) and makes
 its caller the notified winner runs commit start's actions at once, exactly as the winner's
 segmentCommitStart in COMMITTER_NOTIFIED would (-> COMMITTER_UPLOADING; a failure aborts and
-answers FAILED), and answers COMMIT. The winner's own segmentCommitStart that follows, at the
-winning offset, is then answered COMMIT_CONTINUE again with nothing done. Without the flag, or
+answers FAILED), and answers COMMIT with `commit_started` set (a COMMIT without it, e.g. to a
+winner re-asking in COMMITTER_NOTIFIED, started nothing). A winner's segmentCommitStart after
+that, at the winning offset, is answered COMMIT_CONTINUE again with nothing done; this project's
+servers do not send it. Without the flag, or
 for a blocking table, the FSM is Pinot's.
 
 Pinot quirks kept on purpose: a non-winner's commitStart in COMMITTER_NOTIFIED is accepted (commit
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
@@ -304,6 +307,7 @@ class SegmentCompletionFSM:
             if started.status is not Status.COMMIT_CONTINUE:
                 return started
             self._started_early = True
+            return replace(response, commit_started=True)
         return response
 
     def _consumed_later(self, instance: str, offset: int, now_ms: int) -> Response:

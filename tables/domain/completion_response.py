@@ -3,7 +3,9 @@
 Contract:
 - `Response.to_json` gives exactly Pinot's keys: `status`, `streamPartitionMsgOffset` (always
   present, null when unset), `buildTimeSec` (-1 when unset), `isSplitCommitType` (always true,
-  deprecated), then `controllerVipUrl` and `segmentLocation` only when set.
+  deprecated), then `controllerVipUrl` and `segmentLocation` only when set, and this project's
+  `commitStarted` (true only: a COMMIT whose segmentConsumed also ran commit start, the early
+  commit start of `tables.domain.completion`; a server that does not know it ignores it).
 - Offsets travel as strings, whatever their type in the stream.
 - The `RESP_*` constants are Pinot's canned responses: no offset, buildTimeSec -1.
 """
@@ -50,6 +52,7 @@ class Response:
     build_time_sec: int = -1
     controller_vip_url: str | None = None
     segment_location: str | None = None
+    commit_started: bool = False  # the early commit start ran in the call this answers
 
     def to_json(self) -> dict[str, Any]:
         """§5.3: the offset key is always present (null when None), the last two only when set."""
@@ -63,6 +66,8 @@ class Response:
             out["controllerVipUrl"] = self.controller_vip_url
         if self.segment_location is not None:
             out["segmentLocation"] = self.segment_location
+        if self.commit_started:
+            out["commitStarted"] = True
         return out
 
     @classmethod
@@ -75,6 +80,7 @@ class Response:
             build_time_sec=int(data.get("buildTimeSec", -1)),
             controller_vip_url=data.get("controllerVipUrl"),
             segment_location=data.get("segmentLocation"),
+            commit_started=data.get("commitStarted") is True,
         )
 
 

@@ -44,7 +44,10 @@ Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter
 - `segmentCommitStart` comes first, with the consumer's offset and row count, and waits up to
   `MAX_SEGMENT_COMMIT_TIME_S` (120 s) for the answer: the controller marks the segment COMMITTING,
   creates the next segment and flips the IdealState inside that call. Anything but COMMIT_CONTINUE
-  is a failed commit before anything was staged or built.
+  is a failed commit before anything was staged or built. A COMMIT that says `commit_started`
+  (the early commit start ran in the consumer's segmentConsumed) needs no such call: it is not
+  sent, and nothing competes with the next segment's start for this process and the
+  controller.
 - After COMMIT_CONTINUE the committer first lets this server start consuming the next segment
   (`wait_next`, at most `tables.server.handoff.HANDOFF_WAIT_S`): staging and the build would
   otherwise compete with that start for this process, lengthening the partition's freshness gap.
@@ -243,16 +246,17 @@ class Committer:
     ) -> bool:
         spec = consumer.spec
         started = time.monotonic()
-        start = self.client.segment_commit_start(
-            spec.table,
-            spec.segment,
-            consumer.next_offset,
-            {"rowCount": consumer.rows},
-            timeout=MAX_SEGMENT_COMMIT_TIME_S,
-        )
-        if start.status is not Status.COMMIT_CONTINUE:
-            log.info("%s: pauseless commit start answered %s", spec.segment, start.status)
-            return False
+        if not response.commit_started:  # else the COMMIT's own call ran commit start
+            start = self.client.segment_commit_start(
+                spec.table,
+                spec.segment,
+                consumer.next_offset,
+                {"rowCount": consumer.rows},
+                timeout=MAX_SEGMENT_COMMIT_TIME_S,
+            )
+            if start.status is not Status.COMMIT_CONTINUE:
+                log.info("%s: pauseless commit start answered %s", spec.segment, start.status)
+                return False
         log.info(
             "%s: COMMITTING at offset %d; building while the next segment consumes",
             spec.segment,

@@ -29,8 +29,8 @@ Contract:
   `pauselessConsumptionEnabled` when the consumer started) hands COMMIT to the committer the same
   way; the committer then asks for commit start first (`tables.server.committer`). Its
   segmentConsumed asks for the early commit start (`startCommit=true`, `early_start`) unless its
-  build is held: a COMMIT answer then means the controller has run commit start already (the next
-  segment is in the IdealState), and the committer's own commit start is answered at once.
+  build is held: a COMMIT answer that says `commit_started` then means the controller has run
+  commit start already (the next segment is in the IdealState), and the committer sends none.
 - `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
   controller once more, which answers KEEP or DISCARD for a committed segment, and ends. A commit
   in progress is let finish: in pauseless mode the replica goes ONLINE right after commit start,

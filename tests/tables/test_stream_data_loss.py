@@ -81,13 +81,16 @@ def table(servers, topic, zk) -> tuple[str, str, int]:
 
 
 class ThroughDjango(CompletionClient):
-    """The server's completion client, its HTTP calls made with Django's test client."""
+    """The server's completion client, its HTTP calls made with Django's test client; `sent`
+    lists the calls' types in order."""
 
     def __init__(self, instance_id: str) -> None:
         super().__init__(instance_id, LeaderLocator(context.current))
         self.http = Client(HTTP_AUTHORIZATION=f"Bearer {cluster_token()}")
+        self.sent: list[str] = []
 
     def _send(self, table, msg_type, segment, offset, optional, body, content_type, timeout):
+        self.sent.append(msg_type)
         query = urllib.parse.urlencode(query_params(self.instance_id, segment, offset, optional))
         url = f"/{msg_type}?{query}"
         if body is None:

@@ -20,7 +20,8 @@ def test_the_winners_early_ask_starts_the_commit_once():
     fsm, actions = make_fsm(pauseless=True)
     won = fsm.segment_consumed(S1, 100, REASON_ROW_LIMIT, T0, start_commit=True)  # wins at once
 
-    assert (won.status, won.offset) == (Status.COMMIT, "100")
+    assert (won.status, won.offset, won.commit_started) == (Status.COMMIT, "100", True)
+    assert won.to_json()["commitStarted"] is True
     assert won.build_time_sec is not None and won.build_time_sec > 0
     assert actions.calls == [("commit_to_committing", S1, 100)]
     assert fsm.state is FsmState.COMMITTER_UPLOADING
@@ -43,7 +44,7 @@ def test_a_winner_decided_earlier_starts_on_its_next_ask():
 
     won = fsm.segment_consumed(S1, 100, REASON_TIME_LIMIT, T0 + 500, start_commit=True)
 
-    assert won.status is Status.COMMIT
+    assert won.status is Status.COMMIT and won.commit_started
     assert actions.calls == [("commit_to_committing", S1, 100)]
     assert fsm.state is FsmState.COMMITTER_UPLOADING
 
@@ -53,7 +54,8 @@ def test_without_the_ask_or_in_blocking_mode_commit_start_stays_its_own_call(pau
     fsm, actions = make_fsm(pauseless=pauseless)
     won = fsm.segment_consumed(S1, 100, REASON_ROW_LIMIT, T0, start_commit=not pauseless)
 
-    assert won.status is Status.COMMIT
+    assert won.status is Status.COMMIT and not won.commit_started
+    assert "commitStarted" not in won.to_json()
     assert fsm.state is FsmState.COMMITTER_NOTIFIED
     assert actions.calls == []
     assert fsm.segment_commit_start(S1, 100, T0 + 10) == RESP_COMMIT_CONTINUE

@@ -78,8 +78,9 @@ def test_the_committed_object_is_the_builds_hand_over_moved(
         return built
 
     local = LocalSegments(tmp_path / "local")
+    calls = ThroughDjango(replica)
     committer = Committer(
-        ThroughDjango(replica),
+        calls,
         builds.deep_store,
         submit,
         tmp_path / "work",
@@ -115,3 +116,10 @@ def test_the_committed_object_is_the_builds_hand_over_moved(
     assert kept.read_bytes() == final.read_bytes()
     assert store.uploads("githubEvents") == []
     assert [f for f in Path(store.root, "_staging").rglob("*") if f.is_file()] == []
+    # Pauseless: the consumer's segmentConsumed ran commit start (`commitStarted`), so the
+    # committer sent none of its own; blocking mode sends it after the build.
+    assert calls.sent == (
+        ["segmentCommitEndWithMetadata"]
+        if pauseless
+        else ["segmentCommitStart", "segmentCommitEndWithMetadata"]
+    )
