@@ -224,6 +224,10 @@ COMPLETION_RESPONSE_SCHEMA: dict[str, Any] = {
         "isSplitCommitType": {"type": "boolean", "description": "always true (deprecated)"},
         "controllerVipUrl": {"type": "string"},
         "segmentLocation": {"type": "string"},
+        "commitStarted": {
+            "type": "boolean",
+            "description": "true when this segmentConsumed (startCommit=true) ran commit start",
+        },
         "reason": {"type": "string", "description": "why a call was refused (4xx answers)"},
     },
 }
