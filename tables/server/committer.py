@@ -48,9 +48,10 @@ Pauseless mode (`ConsumingSegment.pauseless`, Pinot's `PauselessSegmentCommitter
   (the early commit start ran in the consumer's segmentConsumed) needs no such call: it is not
   sent, and nothing competes with the next segment's start for this process and the
   controller.
-- After COMMIT_CONTINUE the committer first lets this server start consuming the next segment
-  (`wait_next`, at most `tables.server.handoff.HANDOFF_WAIT_S`): staging and the build would
-  otherwise compete with that start for this process, lengthening the partition's freshness gap.
+- After commit start the committer first lets this server start consuming the next segment and
+  return that consumer's first fetch (`wait_next`, bounded: `tables.server.handoff`): staging and
+  the build would otherwise compete with that start for this process, lengthening the
+  partition's freshness gap.
 - Then steps 1, 2 and 4 to 6 run (the lease counted from the COMMIT answer,
   renewed with `extendBuildTime`, which the controller accepts in COMMITTER_UPLOADING). The
   replica going ONLINE meanwhile (the IdealState flip) does not end the wait: only a stop does.

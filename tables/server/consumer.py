@@ -229,7 +229,6 @@ class SegmentConsumer:
         self.end_reason: str | None = None
         self.offsets = array("q")
         self._chunks: list[tuple[bytes, ...]] = []  # the rows' bytes, one tuple per fetch
-        self._fetched = False
         self.first_fetch = threading.Event()  # set once a fetch returned (the hand-off waits)
         self.first_rows_ms: int | None = None  # wall time of the first fetch that returned rows
         self.last_rows_ms: int | None = None  # ... and of the latest one
@@ -387,7 +386,7 @@ class SegmentConsumer:
             if until is None:
                 if self._force.is_set():
                     return FORCE_COMMIT
-                reason = self.criteria.reason(self.rows, self.now_ms(), self._fetched)
+                reason = self.criteria.reason(self.rows, self.now_ms(), self.first_fetch.is_set())
                 if reason is not None:
                     return reason
                 wanted = min(self.fetch_batch, self.criteria.rows_wanted(self.rows))
@@ -467,8 +466,7 @@ class SegmentConsumer:
             log.info("%s: stream readable again", self.spec.segment)
             self._fetch_backoff.reset()
             self._fetch_log = LogThrottle(every_s=FETCH_LOG_EVERY_S)
-        if not self._fetched:
-            self._fetched = True
+        if not self.first_fetch.is_set():
             self.first_fetch.set()
         if batch.data_loss:
             self._record_loss(batch.first_available_offset)
