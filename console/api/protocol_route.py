@@ -13,7 +13,9 @@ resolution, against 30 % in the protocol views).
 So this middleware, listed first, answers exactly those paths with the view the URLconf routes
 them to (resolved once per URLconf), and keeps what the rest of the chain would have done for
 them: a store outage answers 503 (`console.middleware.unavailable_response`), a wrong method
-Pinot's JSON 405 (`console.api.http_errors.json_not_allowed`); any other exception propagates to
+Pinot's JSON 405 (`console.api.http_errors.json_not_allowed`), the Content-Length that
+CommonMiddleware sets (without it Django's HTTP server closes the connection after each reply, and
+the servers keep theirs alive: `tables.server.http_pool`); any other exception propagates to
 Django's handler (a logged 500). Every other path goes down the chain unchanged.
 """
 
@@ -58,7 +60,11 @@ class ProtocolRouteMiddleware:
             if unavailable is None:
                 raise
             response = unavailable
-        return json_not_allowed(request, response)
+        response = json_not_allowed(request, response)
+        if not response.streaming and not response.has_header("Content-Length"):
+            # CommonMiddleware's: the connection stays open (module docstring)
+            response.headers["Content-Length"] = str(len(response.content))
+        return response
 
     def _routes(self) -> dict[str, View]:
         """Each path's view as the current URLconf routes it (resolved at its first call: the

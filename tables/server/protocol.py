@@ -6,6 +6,8 @@ Contract:
   partition in leadControllerResource's EXTERNALVIEW (or `/CONTROLLER/LEADER` when the resource is
   disabled), then that participant's `HELIX_HOST`/`HELIX_PORT`. The answer is cached until a call
   fails or answers NOT_LEADER; a lookup happens at most once per `relocate_interval_s`.
+- Calls go over kept-alive HTTP/1.1 connections (`tables.server.http_pool`: no connect, and no
+  new thread on the controller, per call); one that the controller closed meanwhile is replaced.
 - Every call carries the cluster token (`Authorization: Bearer <token>`; default
   `tables.security.cluster_token()`): the controller refuses calls without it.
 - A call that cannot be made or answered (no leader, connection refused, timeout, a reply that is
@@ -25,18 +27,18 @@ import json
 import logging
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from http.client import HTTPException
 
 from tables.cluster.context import ClusterContext
 from tables.cluster.leadership import lead_controller_for
 from tables.domain.backoff import LogThrottle
 from tables.domain.completion_response import RESP_NOT_SENT, Response
 from tables.security import cluster_token
+from tables.server.http_pool import ConnectionPool
 from tables.zk.records import read_record
 
 __all__ = [
@@ -148,9 +150,13 @@ class CompletionClient:
         locator: LeaderLocator,
         commit_timeout_s: float = 60.0,
         token: str | None = None,
+        pool: ConnectionPool | None = None,
     ) -> None:
+        """`pool`: the process's kept-alive connections (`tables.server.http_pool`); a new one
+        by default."""
         self.instance_id = instance_id
         self.locator = locator
+        self.pool = pool if pool is not None else ConnectionPool()
         self.commit_timeout_s = commit_timeout_s
         self.token = token if token is not None else cluster_token()
         self.responses: dict[str, int] = {}  # status -> count (llcControllerResponse<Status>)
@@ -247,40 +253,37 @@ class CompletionClient:
             return RESP_NOT_SENT
         params = query_params(self.instance_id, segment, offset, optional)
         url = f"{base}/{msg_type}?{urllib.parse.urlencode(params)}"
-        request = urllib.request.Request(url, data=body, method="POST" if body else "GET")
-        request.add_header("Authorization", f"Bearer {self.token}")
+        headers = {"Authorization": f"Bearer {self.token}"}
         if content_type:
-            request.add_header("Content-Type", content_type)
+            headers["Content-Type"] = content_type
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as reply:
-                return Response.from_json(json.loads(reply.read()))
-        except urllib.error.HTTPError as exc:
-            return self._refused(msg_type, segment, exc)
-        except (OSError, ValueError, KeyError) as exc:  # URLError, timeouts, bad JSON
+            reply = self.pool.request(url, "POST" if body else "GET", headers, body, timeout)
+            if not 200 <= reply.status < 300:
+                return self._refused(msg_type, segment, reply.status, reply.body)
+            return Response.from_json(json.loads(reply.body))
+        except (OSError, HTTPException, ValueError, KeyError) as exc:  # timeouts, bad JSON
             log.info("%s %s to %s not answered: %s", msg_type, segment, base, exc)
             return RESP_NOT_SENT
 
-    def _refused(self, msg_type: str, segment: str, error: urllib.error.HTTPError) -> Response:
+    def _refused(self, msg_type: str, segment: str, code: int, body: bytes) -> Response:
         """A 4xx with a protocol body is the controller refusing the call: its status (FAILED).
-        Anything else (5xx, a proxy's page) is a call not answered: NOT_SENT."""
+        Anything else (5xx, a redirect, a proxy's page) is a call not answered: NOT_SENT."""
         try:
-            data = json.loads(error.read())
-            response = Response.from_json(data) if 400 <= error.code < 500 else None
-        except (OSError, ValueError, KeyError, TypeError):
+            data = json.loads(body)
+            response = Response.from_json(data) if 400 <= code < 500 else None
+        except (ValueError, KeyError, TypeError):
             response = None
-        finally:
-            error.close()
         if response is None:
-            log.info("%s %s not answered: HTTP %d", msg_type, segment, error.code)
+            log.info("%s %s not answered: HTTP %d", msg_type, segment, code)
             return RESP_NOT_SENT
         with self._lock:
-            write, unlogged = self._refusals.allow(f"{msg_type}:{error.code}", time.monotonic())
+            write, unlogged = self._refusals.allow(f"{msg_type}:{code}", time.monotonic())
         if write:
             log.warning(
                 "%s %s refused by the controller (HTTP %d): %s%s",
                 msg_type,
                 segment,
-                error.code,
+                code,
                 data.get("reason", "no reason given"),
                 f" (and {unlogged} more refusals since the last such message)" if unlogged else "",
             )

@@ -68,6 +68,8 @@ def test_a_call_reaches_its_view_and_skips_the_rest_of_the_chain(manager):
     assert "X-Content-Type-Options" not in response
     assert "X-Frame-Options" not in response
     assert "X-Frame-Options" in Client().get("/nope")
+    # CommonMiddleware's Content-Length is kept: Django's HTTP server keeps the connection open.
+    assert response["Content-Length"] == str(len(response.content))
 
 
 def test_an_outage_answers_503_and_a_bug_500(manager):
@@ -75,6 +77,7 @@ def test_an_outage_answers_503_and_a_bug_500(manager):
     response = Client().get("/segmentConsumed", CALL)
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
+    assert response["Content-Length"] == str(len(response.content))
     assert "Redis" in response.json()["error"]
     manager.error = ValueError("a bug")
     assert Client(raise_request_exception=False).get("/segmentConsumed", CALL).status_code == 500
@@ -85,4 +88,5 @@ def test_a_wrong_method_answers_pinots_405(manager):
     assert response.status_code == 405
     assert response.json() == {"code": 405, "error": 'Method "POST" not allowed (allowed: GET)'}
     assert response["Allow"] == "GET"
+    assert response["Content-Length"] == str(len(response.content))
     assert manager.calls == []

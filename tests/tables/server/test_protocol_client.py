@@ -186,6 +186,8 @@ def test_the_first_row_limit_reporter_commits_and_answers_are_counted(controller
 
     assert winner.responses == {"COMMIT": 2, "COMMIT_CONTINUE": 1}
     assert other.responses == {"CATCH_UP": 1, "HOLD": 1}
+    # Each client's calls went over one kept-alive connection (tables.server.http_pool).
+    assert (winner.pool.opened, other.pool.opened) == (1, 1)
 
 
 def test_refused_calls_come_back_failed_and_keep_the_leader(controller, github, caplog):
@@ -251,14 +253,16 @@ def test_after_a_sigterm_hand_over_the_other_controller_leads_and_commits(two_co
     segment, (first, _), start = github
     patient = LeaderLocator(context.current, relocate_interval_s=3600)
     assert patient.url_for(TABLE) == lead.url
-    # SIGTERM: the leader hands its partitions over and exits; the cached URL's port is closed,
-    # the call is NOT_SENT and the URL dropped.
+    client = CompletionClient(first, patient)
+    assert client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5).status == "COMMIT"
+    # SIGTERM: the leader hands its partitions over and exits; the kept connection is closed and
+    # the cached URL's port too: the call is NOT_SENT (tried once more, on a new connection,
+    # refused) and the URL dropped.
     lead.proc.send_signal(signal.SIGTERM)
     assert lead.proc.wait(timeout=30) == 0
-    response = CompletionClient(first, patient).segment_consumed(
-        TABLE, segment, start + 5, "rowLimit", 5
-    )
+    response = client.segment_consumed(TABLE, segment, start + 5, "rowLimit", 5)
     assert response.status == "NOT_SENT"
+    assert client.pool.opened == 2
     assert patient.url_for(TABLE) is None  # no new lookup within the interval
     # `other` takes the partition over (hand-over: no rebalance delay), and a locator that may
     # look up finds it.
