@@ -17,7 +17,8 @@ Keys, under `pinot:builds:<cluster>:` in the Redis of REDIS_URL:
   waits until each announced segment's request is registered, so that the first committer of a
   pause does not build alone while the others are still on their way, for as long as they keep
   coming (at most `BatchLimits.announced_stall_s` without a new registration) and at most
-  `BatchLimits.announced_wait_max_s`; registering a request withdraws its announcement.
+  `BatchLimits.announced_wait_max_s`; registering a request withdraws its announcement. Once
+  the last announced request came, the batch starts (no settling: the burst is known complete).
 A claim is taken with SET NX, so one request is built by one claimant at a time; a claim whose
 claimant died expires, and a claim held under one's own id (a task redelivered after its worker
 died) is taken over at once.
@@ -252,6 +253,7 @@ class BuildQueue:
         were registered moments ago (a pause, a force commit, many partitions committing), it
         first lets the burst settle."""
         started = time.monotonic()
+        awaiting = False
         while True:
             now_ms = int(time.time() * 1000)
             pending = self.pending()
@@ -262,10 +264,13 @@ class BuildQueue:
             waited = time.monotonic() - started
             awaited = self._awaited(mine, [b for b, _ in pending])
             if awaited:  # a pause's builds still coming: wait while they keep coming
+                awaiting = True
                 latest = max([mine.registered_ms, *others])
                 stalled = now_ms - latest >= limits.announced_stall_s * 1000
                 if stalled or waited >= limits.announced_wait_max_s:
                     break
+            elif awaiting:
+                break  # the last announced build came: nothing else to settle
             elif not others or now_ms - max(others) >= limits.settle_s * 1000:
                 break  # the burst settled
             elif waited >= limits.wait_max_s:
