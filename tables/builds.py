@@ -146,10 +146,29 @@ def _creation_time_ms(manager: ClusterReader, table: str, segment: str, now_ms: 
         created = manager.segment_metadata(table, segment).creation_time
     except NotFound:
         created = None
+    return _or_from_name(created, segment, now_ms)
+
+
+def _or_from_name(created: int | None, segment: str, now_ms: int) -> int:
     if created is None:
         name = LLCSegmentName.parse(segment)
         created = name.creation_time_ms if name is not None else now_ms
     return created
+
+
+def _creation_times_ms(ctx: ClusterContext, batch: list[PendingBuild]) -> dict[str, int]:
+    """`_creation_time_ms` of every request of a batch, their metadata read at once; {} when
+    that fails (each request then reads its own)."""
+    try:
+        found = ClusterReader(ctx).segments_metadata([(b.table, b.segment) for b in batch])
+    except Exception as exc:
+        log.warning("cannot read the batch's segment metadata at once: %s", exc)
+        return {}
+    now_ms = ctx.now_ms()
+    return {
+        b.segment: _or_from_name(None if meta is None else meta.creation_time, b.segment, now_ms)
+        for b, meta in zip(batch, found, strict=True)
+    }
 
 
 def _request(
@@ -395,13 +414,18 @@ def _result(outcome: BuildOutcome | BaseException) -> BuildOutcome:
 
 
 def _request_cached(
-    ctx: ClusterContext, cache: dict[str, tuple[TableConfig, Schema]], build: PendingBuild
+    ctx: ClusterContext,
+    cache: dict[str, tuple[TableConfig, Schema]],
+    build: PendingBuild,
+    created_ms: int | None = None,
 ) -> BuildRequest:
     manager = ClusterReader(ctx)
     if build.table not in cache:
         config = manager.get_table_config(build.table)
         cache[build.table] = (config, manager.get_schema(config.schema_name))
     config, schema = cache[build.table]
+    if created_ms is None:
+        created_ms = _creation_time_ms(manager, build.table, build.segment, ctx.now_ms())
     return BuildRequest(
         table_name=config.raw_table_name,
         segment_name=build.segment,
@@ -409,7 +433,7 @@ def _request_cached(
         table_config=config.rest,
         start_offset=build.start_offset,
         end_offset=build.end_offset,
-        creation_time_ms=_creation_time_ms(manager, build.table, build.segment, ctx.now_ms()),
+        creation_time_ms=created_ms,
     )
 
 
@@ -426,10 +450,12 @@ def _build_all(
         store = deep_store()
         prepared: list[tuple[int, BuildRequest]] = []
         cache: dict[str, tuple[TableConfig, Schema]] = {}
+        created = _creation_times_ms(ctx, batch) if len(batch) > 1 else {}
         for index, build in enumerate(batch):
             try:
                 _injected_failure(build.segment)
-                prepared.append((index, _request_cached(ctx, cache, build)))
+                request = _request_cached(ctx, cache, build, created.get(build.segment))
+                prepared.append((index, request))
             except Exception as exc:  # this request only
                 outcomes[index] = exc
         if prepared:

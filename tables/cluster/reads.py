@@ -12,6 +12,7 @@ Contract:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from tables.domain.names import (
     InvalidName,
@@ -113,6 +114,20 @@ class ClusterReader:
             self._config(table)  # 404 for the table itself when that is what is missing
             raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
         return SegmentZKMetadata.from_znrecord(found.record)
+
+    def segments_metadata(
+        self, segments: Sequence[tuple[str, str]]
+    ) -> list[SegmentZKMetadata | None]:
+        """The metadata of each (table, segment), None where there is none, all read at once
+        (one round trip's wait on a real ZooKeeper: a batch of builds reads 64 of them)."""
+        paths = [
+            self.paths.segment(self.table_name(table), self.segment_name(segment))
+            for table, segment in segments
+        ]
+        return [
+            None if found is None else SegmentZKMetadata.from_znrecord(found.record)
+            for found in read_records(self.zk, paths)
+        ]
 
     def config_and_segment(self, name: str, segment: str) -> tuple[TableConfig, SegmentZKMetadata]:
         """`get_table_config(name)` and `segment_metadata(name, segment)`, both read at once (one

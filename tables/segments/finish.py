@@ -7,8 +7,8 @@ batches) and:
   (the same bytes whichever way the rows came), noting the time range (the rows' time keys,
   Spark's) on the way;
 - computes the statistics (`tables.segments.arrow_stats`: from the table in memory, in a thread
-  while the file is written, or from the written file one column at a time) and refuses repeated
-  offsets or offsets outside the request's range (`BuildError`);
+  while the file is written when it is large, or from the written file one column at a time)
+  and refuses repeated offsets or offsets outside the request's range (`BuildError`);
 - writes `metadata.properties` and `creation.meta` and packs `<work_dir>/<segment>.tar.gz`
   (`tables.segments.segment_format`); when `ingestionConfig.filterConfig` dropped rows, the
   segment also holds `FILTERED_OFFSETS_FILE` (their offsets as "s-e,s-e" ranges, the ledger's
@@ -66,6 +66,9 @@ log = logging.getLogger(__name__)
 #: `segment.index.version`: this project's segment format (one Parquet file), not Pinot's v1/v3.
 INDEX_VERSION = "parquet-v1"
 _STATS_THREADS = 4
+#: Below this many rows the statistics are computed after the file is written, one column after
+#: the other, without threads: starting them cost more than they save (a pause's small segments).
+_STATS_THREAD_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,11 @@ def finish(
     phases = dict(output.seconds)
     mark = time.monotonic()
     schema = arrow_schema(plan.schema)
-    if index in output.tables:  # rows in memory: statistics while the file is written
+    if index in output.tables and output.tables[index].num_rows < _STATS_THREAD_ROWS:
+        rows = output.tables[index].select(schema.names).cast(schema)
+        time_range = _write_data(output, index, data_path, schema)
+        stats = arrow_stats.stats_of(rows.column, rows.num_rows, plan.schema)
+    elif index in output.tables:  # rows in memory: statistics while the file is written
         rows = output.tables[index].select(schema.names).cast(schema)
         with ThreadPoolExecutor(max_workers=1) as pool:
             counting = pool.submit(
