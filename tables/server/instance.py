@@ -8,7 +8,9 @@ Contract:
   instance (a killed predecessor), the server waits and hosts nothing.
 - Watches: one children watch on IDEALSTATES and one data watch per REALTIME table's IdealState
   (not one per segment). A table is served when its server tenant tag is one of this instance's
-  tags. Watches only wake the reconcile thread; a periodic round (`tick_s`) retries what failed.
+  tags. Watches only wake the reconcile thread (and send the metadata reads of new consuming
+  segments ahead of their transitions: `tables.server.prefetch`); a periodic round (`tick_s`)
+  retries what failed.
   Table configs are watched reads (`tables.cluster.hot_reads`): a change notified before the
   IdealState change being acted on (ZooKeeper's order) is always seen.
 - Reconcile: for every segment whose IdealState names this instance (and every one it hosts), run
@@ -88,6 +90,7 @@ from .handoff import ConsumerStarts
 from .local_segments import LocalSegments
 from .messages import MessageHandler
 from .peer import SegmentFetch
+from .prefetch import MetadataPrefetch
 from .protocol import CompletionClient, LeaderLocator
 from .replica import Replica, WaitingFor
 from .specs import consuming_spec
@@ -153,6 +156,9 @@ class ServerInstance:
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)  # notified when a replica stops being busy
         self._wake = threading.Event()
+        self.prefetch = MetadataPrefetch(
+            instance_id, ctx, lambda table, segment: segment not in self.replicas.get(table, {})
+        )
         self._states_writer = CurrentStatesWriter(
             instance_id, ctx, lambda: self.session, self.current_states, self._wake.set
         )
@@ -223,6 +229,7 @@ class ServerInstance:
             self._serves.pop(table, None)  # re-read with the table config (a tenant may change)
             if data is None:
                 self._watched.discard(table)
+        self.prefetch.saw(table, record)  # new consuming segments' metadata: sent, not awaited
         self._wake.set()
         return data is not None
 
@@ -495,7 +502,9 @@ class ServerInstance:
 
     def _start_consumer(self, table: str, segment: str) -> SegmentConsumer:
         config = self._hot_reads().table_config(table)
-        meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
+        meta = self.prefetch.take(table, segment)
+        if meta is None:
+            meta = ClusterReader(self.ctx()).segment_metadata(table, segment)
         spec = consuming_spec(table, segment, config, meta)
         consumer = SegmentConsumer(
             spec,
