@@ -19,7 +19,8 @@ Contract:
   offset (so a restarted server resumes from there); CONSUMING->ONLINE stops it and fetches the
   committed copy (`LocalSegments`), as does OFFLINE->ONLINE; ->OFFLINE stops consuming; ->DROPPED
   also deletes the local copy. Segments transition independently (a partition's next segment
-  never waits for the previous one's ONLINE transition).
+  never waits for the previous one's ONLINE transition); a round hands the transitions that
+  start consumers to the pool first.
 - No wait holds a transition thread (pauseless, round 2 §B.2, §B.4): a step that must wait raises
   `WaitingFor`; the replica keeps its state, records why (`Replica.waiting`) and is tried again
   `WAIT_POLL_S` later. Going ONLINE waits, with no time limit, for a consumer whose commit is in
@@ -334,6 +335,7 @@ class ServerInstance:
                 targets = self.enablement.targets(ideal, targets)  # disabled: all OFFLINE
             replicas = self.replicas.setdefault(table, {})
             changed = False
+            steps = []
             for segment in sorted(set(targets) | set(replicas)):
                 replica = replicas.get(segment) or Replica()
                 if replica.busy or replica.retry_at > time.monotonic():
@@ -350,6 +352,11 @@ class ServerInstance:
                     continue
                 replicas[segment] = replica
                 replica.busy = True
+                steps.append((segment, replica, step))
+            # Consumers first: at a commit the next segment's consumer is the partition's
+            # freshness, the previous segment's ONLINE transition (KEEP, a download) can wait.
+            steps.sort(key=lambda one: one[2][1] is not SegmentState.CONSUMING)
+            for segment, replica, step in steps:
                 self._pool.submit(self._transition, table, segment, replica, step)
         if changed:
             self._publish(table)
