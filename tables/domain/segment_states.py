@@ -99,6 +99,12 @@ class EndCriteria:
             return TIME_LIMIT
         return None
 
+    def near(self, rows: int, now_ms: int, rows_margin: int, ms_margin: int) -> bool:
+        """Whether the segment is within `rows_margin` rows of its row limit or `ms_margin` ms
+        of its time limit (a hint for work worth doing before the end, never the end itself)."""
+        rows_near = rows >= self.threshold_rows - rows_margin
+        return rows_near or now_ms >= self.consume_end_ms - ms_margin
+
     def rows_wanted(self, rows: int) -> int:
         """How many more rows the segment takes before its row limit."""
         return max(self.threshold_rows - rows, 0)

@@ -11,7 +11,9 @@ Contract:
   is recorded under `fingerprint` with this server's id (not when the fingerprint is unknown:
   the config could not be read); returns the kind.
 - `succeeded(table, segment)`: a build worked; the segment's record (if any) goes.
-- `hold_of(table, segment)`: the hold alone, for a consumer waiting after a refused commit.
+- `hold_of(table, segment)`: the hold alone, for a consumer waiting after a refused commit;
+  `hold_soon(table, segment)` sends its database read now and returns a callable that gives the
+  hold later (`tables.server.hold_ahead`: a pauseless consumer near its end).
 - Never raises: the back-off must not break a commit. A record that cannot be read or written
   (database or ZooKeeper trouble, or no answer from the database thread within `DB_WAIT_S`) is
   logged and read as "no hold", i.e. today's behaviour.
@@ -86,6 +88,9 @@ class BuildHolds:
         except Exception:
             log.exception("%s: cannot read the build back-off record", segment)
             return None, None
+        return self._hold(table, record)
+
+    def _hold(self, table: str, record: object) -> tuple[Hold | None, str | None]:
         if record is None:
             return None, None
         current = self.fingerprint(table)
@@ -93,6 +98,24 @@ class BuildHolds:
 
     def hold_of(self, table: str, segment: str) -> Hold | None:
         return self.check(table, segment)[0]
+
+    def hold_soon(self, table: str, segment: str) -> Callable[[], Hold | None]:
+        """`hold_of`, its database read sent now: the returned callable waits for that answer
+        (at most `DB_WAIT_S`) and gives the hold. Never raises."""
+        try:
+            pending = self._db.submit(_fresh, lambda: build_backoffs.read(table, segment))
+        except RuntimeError:  # the database thread is gone: ask when the answer is wanted
+            return lambda: self.hold_of(table, segment)
+
+        def answer() -> Hold | None:
+            try:
+                record = pending.result(timeout=DB_WAIT_S)
+            except Exception:
+                log.exception("%s: cannot read the build back-off record", segment)
+                return None
+            return self._hold(table, record)[0]
+
+        return answer
 
     def failed(
         self, table: str, segment: str, current: str | None, error: BaseException | object

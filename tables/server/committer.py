@@ -193,6 +193,12 @@ class Committer:
         """The hold on `spec`'s build now (module docstring), or None."""
         return None if self.holds is None else self.holds.hold_of(spec.table, spec.segment)
 
+    def build_hold_soon(self, spec: ConsumingSegment) -> Callable[[], Hold | None]:
+        """`build_hold`, asked now and answered when the callable is called."""
+        if self.holds is None:
+            return lambda: None
+        return self.holds.hold_soon(spec.table, spec.segment)
+
     @contextmanager
     def _attempt(self, consumer: SegmentConsumer) -> Iterator[_Attempt]:
         """The deep-store keys of one commit attempt; cleaned up as the module contract says."""

@@ -29,8 +29,9 @@ Contract:
   `pauselessConsumptionEnabled` when the consumer started) hands COMMIT to the committer the same
   way; the committer then asks for commit start first (`tables.server.committer`). Its
   segmentConsumed asks for the early commit start (`startCommit=true`, `early_start`) unless its
-  build is held: a COMMIT answer that says `commit_started` then means the controller has run
-  commit start already (the next segment is in the IdealState), and the committer sends none.
+  build is held (for the first ask, the hold was read ahead: `tables.server.hold_ahead`): a
+  COMMIT answer that says `commit_started` then means the controller has run commit start
+  already (the next segment is in the IdealState), and the committer sends none.
 - `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
   controller once more, which answers KEEP or DISCARD for a committed segment, and ends. A commit
   in progress is let finish: in pauseless mode the replica goes ONLINE right after commit start,
@@ -87,6 +88,7 @@ from tables.domain.completion_response import Response, Status
 from tables.domain.segment_states import FORCE_COMMIT, EndCriteria
 from tables.streams.base import StreamError, StreamProvider, TopicNotFound
 
+from .hold_ahead import HoldAhead
 from .protocol import CompletionClient
 
 __all__ = [
@@ -236,6 +238,8 @@ class SegmentConsumer:
         self.stopped_reason: str | None = None  # the reason sent with segmentStoppedConsuming
         self.hold_reason: str | None = None  # why a HOLDING consumer does not ask (build back-off)
         self.early_start = False  # the last segmentConsumed asked for the early commit start
+        soon = getattr(commit, "build_hold_soon", None) if spec.pauseless else None
+        self._hold_ahead = None if soon is None else HoldAhead(lambda: soon(spec))
         self.lost_ranges: list[tuple[int, int]] = []  # [start, end) the stream dropped unread
         self.latest_at_start: int | None = None  # the stream's latest offset at the first fetch
         self._latest_read = False
@@ -389,6 +393,8 @@ class SegmentConsumer:
                 reason = self.criteria.reason(self.rows, self.now_ms(), self.first_fetch.is_set())
                 if reason is not None:
                     return reason
+                if self._hold_ahead is not None:
+                    self._hold_ahead.maybe_ask(self.criteria, self.rows, self.now_ms())
                 wanted = min(self.fetch_batch, self.criteria.rows_wanted(self.rows))
             else:
                 if self.next_offset >= until:
@@ -545,7 +551,10 @@ class SegmentConsumer:
     def _may_start_early(self) -> bool:
         """Whether to ask for the early commit start: pauseless, and our build is not held
         (then a COMMIT means the controller started the commit, and the committer must build)."""
-        return self.spec.pauseless and self._build_hold() is None
+        if not self.spec.pauseless:
+            return False
+        early = None if self._hold_ahead is None else self._hold_ahead.take()
+        return (early() if early is not None else self._build_hold()) is None
 
     def _build_hold(self) -> Hold | None:
         """The commit callable's hold on our build now (`build_hold(spec)`), or None."""

@@ -198,3 +198,12 @@ def test_zero_thresholds_are_raised_to_one():
     assert end.consume_end_ms == CREATED_MS + 1
     assert end.reason(1, CREATED_MS) == ROW_LIMIT
     assert end.rows_wanted(0) == 1
+
+
+def test_near_is_within_a_margin_of_either_limit():
+    end = criteria(threshold_rows=100)
+    assert not end.near(94, CREATED_MS, rows_margin=5, ms_margin=1000)
+    assert end.near(95, CREATED_MS, rows_margin=5, ms_margin=1000)
+    assert not end.near(0, CREATED_MS + WINDOW_MS - 1001, rows_margin=5, ms_margin=1000)
+    assert end.near(0, CREATED_MS + WINDOW_MS - 1000, rows_margin=5, ms_margin=1000)
+    assert end.reason(95, CREATED_MS) is None  # near is a hint, not the end

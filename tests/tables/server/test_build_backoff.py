@@ -169,7 +169,11 @@ def test_another_replica_does_not_build_a_held_segment(controller, servers, topi
     holds = BuildHolds(context.current, "Server_other_1")
     current = holds.fingerprint(TABLE)
     assert current is not None
+    free = holds.hold_soon(TABLE, segment)  # read ahead (tables.server.hold_ahead): no record
+    assert free() is None
     holds.failed(TABLE, segment, current, BuildError(REFUSED))  # another replica's failure
+    early = holds.hold_soon(TABLE, segment)()
+    assert early is not None and early == holds.hold_of(TABLE, segment)
     submitted: list[str] = []
 
     def submit(*args):
