@@ -133,7 +133,7 @@ class ServerInstance:
         self.hold_s, self.tick_s = hold_s, tick_s
         self.client = CompletionClient(instance_id, LeaderLocator(ctx))
         token = token if token is not None else self.client.token  # downloads show it too
-        self.local = LocalSegments(data_dir / "segments", token, instance_id)
+        self.local = LocalSegments(data_dir / "segments", token, instance_id, deep_store)
         self.starts = ConsumerStarts()  # a pauseless build waits for the next consumer's start
         self.committer = Committer(
             self.client,

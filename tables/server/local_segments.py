@@ -5,7 +5,11 @@ A copy is fetched from the segment's download URL (`segment.download.url`, the c
 cluster token, and accepted only when the CRC in its `creation.meta` equals the segment's ZK
 `segment.crc` (a COMMITTING segment has none to check); it is written to a temporary name and
 renamed, so a file at the final name is always a whole, verified segment. A copy already present
-with the right CRC is not fetched again (a restarted server keeps its segments).
+with the right CRC is not fetched again (a restarted server keeps its segments). When the
+download URL is the controller's route and the server has the deep store (`deep_store`, the one
+its committer writes to), the copy is read from the deep store itself, as Pinot's servers read a
+deep-store URI, and the controller serves nothing (64 downloads at once, in a pause, took its
+interpreter from the commits); a copy that is not there or has another CRC is downloaded.
 
 `fetch_committed` is the ONLINE transition's fetch: the segment must be DONE or UPLOADED; a failed
 download is tried `DOWNLOAD_ATTEMPTS` times (1 s, 2 s apart), and the fault-injection points
@@ -26,18 +30,21 @@ config, as Pinot's `RealtimeTableDataManager.downloadSegment` does: the stream c
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tarfile
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from tables import faults
 from tables.domain.segment_metadata import SegmentZKMetadata
+from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import CREATION_META, read_metadata_files, unpack_creation_meta
 
 __all__ = [
@@ -48,6 +55,8 @@ __all__ = [
     "LocalSegments",
     "download_timeout_s",
 ]
+
+log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT_S = 300.0  # Pinot's server-side timeout for segment transfers
 DOWNLOAD_ATTEMPTS = 3
@@ -109,10 +118,18 @@ def _crc_of(path: Path) -> int | None:
 
 
 class LocalSegments:
-    def __init__(self, data_dir: Path, token: str | None = None, instance_id: str = "") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        token: str | None = None,
+        instance_id: str = "",
+        deep_store: Callable[[], DeepStore] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.token = token
         self.instance_id = instance_id
+        self.deep_store = deep_store
+        self.store_reads = 0  # copies read from the deep store, not downloaded (for tests)
         self._built: dict[tuple[str, str], int] = {}  # copies this server's committer built
         self._built_lock = threading.Lock()
 
@@ -133,6 +150,8 @@ class LocalSegments:
                 f"{segment} has no download URL and no local copy (committed to peers only)"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
+        if self._from_store(table, segment, url, crc, target):
+            return target
         temporary = target.with_name(f"{target.name}.part-{uuid.uuid4().hex}")
         request = urllib.request.Request(url)
         if self.token:
@@ -152,6 +171,30 @@ class LocalSegments:
         finally:
             temporary.unlink(missing_ok=True)
         return target
+
+    def _from_store(
+        self, table: str, segment: str, url: str, crc: int | None, target: Path
+    ) -> bool:
+        """The copy read from this server's deep store when `url` is the controller's download
+        route of the segment (module docstring); False: not tried, not there, or not the CRC."""
+        raw = table.removesuffix("_REALTIME")
+        route = f"/segments/{quote(raw)}/{quote(segment)}"
+        if self.deep_store is None or crc is None or not urlsplit(url).path.endswith(route):
+            return False
+        temporary = target.with_name(f"{target.name}.part-{uuid.uuid4().hex}")
+        try:
+            store = self.deep_store()
+            store.download(store.segment_key(raw, segment), temporary)
+            if _crc_of(temporary) != crc:
+                return False
+            temporary.replace(target)
+        except Exception as exc:
+            log.debug("%s: not read from the deep store (%s); downloading it", segment, exc)
+            return False
+        finally:
+            temporary.unlink(missing_ok=True)
+        self.store_reads += 1
+        return True
 
     def fetch_committed(
         self, table: str, segment: str, meta: SegmentZKMetadata, stop: threading.Event
