@@ -184,9 +184,13 @@ class ServerInstance:
         self._thread.join(timeout)
         # Running transitions finish first, so none starts a consumer after the sweep below.
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
+        with self._lock:  # a failed consumer may still be reporting segmentStoppedConsuming
             consumers = [
-                r.consumer for t in self.replicas.values() for r in t.values() if r.consumer
+                c
+                for t in self.replicas.values()
+                for r in t.values()
+                for c in (r.consumer, r.failed_consumer)
+                if c is not None
             ]
         for consumer in consumers:
             consumer.stop()
@@ -392,7 +396,10 @@ class ServerInstance:
                 self._fetch(table, segment, replica)
             elif target is SegmentState.DROPPED:
                 self.local.remove(table, segment)
-            replica.state, replica.error, replica.failed_consumer = target, None, None
+            failed, replica.failed_consumer = replica.failed_consumer, None
+            if failed is not None:  # its segmentStoppedConsuming reports end with the ERROR
+                failed.stop()
+            replica.state, replica.error = target, None
             replica.failures, replica.retry_at = 0, 0.0
             replica.end_wait()
             log.info("%s %s: %s -> %s", self.instance_id, segment, source, target)
@@ -451,7 +458,10 @@ class ServerInstance:
             self._stop_consumer(replica)  # not committed: no KEEP/DISCARD question either
             if consumer is not None and consumer.phase is Phase.ERROR:
                 replica.failed_consumer = consumer  # failed before a reconcile round saw it
-            # failed_consumer stays: while OFFLINE after a failure the live state still says why.
+            # failed_consumer stays: while OFFLINE after a failure the live state still says why;
+            # its segmentStoppedConsuming reports end (the reset is the answer).
+            if replica.failed_consumer is not None:
+                replica.failed_consumer.stop()
             replica.state, replica.error = SegmentState.OFFLINE, None
             replica.failures, replica.retry_at = 0, 0.0
             replica.end_wait()

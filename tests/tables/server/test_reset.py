@@ -277,6 +277,17 @@ def _send_and_wait(zk, serving: Serving, record) -> None:
 @pytest.mark.zk
 @pytest.mark.redis
 @pytest.mark.django_db
+def test_a_stopping_server_stops_its_failed_consumers_reports(serving, zk):
+    _segment, failed = _fail_one_consumer(zk, serving)
+    # No controller here: segmentStoppedConsuming is NOT_SENT and sent again, for ever.
+    assert not failed.join(0.2)
+    serving.instance.stop()
+    assert failed.join(10)
+
+
+@pytest.mark.zk
+@pytest.mark.redis
+@pytest.mark.django_db
 def test_a_replica_in_error_is_reset_and_consumes_again(serving, zk, redis_client):
     me = serving.instance.instance_id
     segment, failed = _fail_one_consumer(zk, serving)
@@ -294,6 +305,7 @@ def test_a_replica_in_error_is_reset_and_consumes_again(serving, zk, redis_clien
 
     _send_and_wait(zk, serving, _reset(me, serving.instance.session or "", segment=segment))
     assert serving.instance.messages.handled == 1
+    assert failed.join(10)  # its segmentStoppedConsuming reports ended with the reset
 
     def consuming_again() -> SegmentConsumer | None:
         consumer = serving.consumer(segment)
