@@ -262,12 +262,14 @@ class SegmentConsumer:
     def stop(self) -> None:
         self._stop.set()
         self._wakeup.set()
+        self._wake_fetch()
 
     def finish(self) -> None:
         """The replica went ONLINE: stop consuming, ask the controller once more (it answers KEEP
         or DISCARD for a committed segment) and end. A commit in progress is let finish."""
         self._online.set()
         self._wakeup.set()
+        self._wake_fetch()
 
     def end_online(self, join_s: float, poll_s: float = 0.25) -> bool:
         """The replica goes ONLINE: `finish()`, then wait up to `join_s` for the thread to end
@@ -290,6 +292,12 @@ class SegmentConsumer:
 
     def force_commit(self) -> None:
         self._force.set()
+        self._wake_fetch()
+
+    def _wake_fetch(self) -> None:
+        """A fetch waiting for rows returns now, not at its timeout (`StreamProvider.wake`)."""
+        with contextlib.suppress(Exception):  # best effort: the fetch's timeout still ends it
+            self.provider.wake(self.spec.partition)
 
     @property
     def phase(self) -> Phase:

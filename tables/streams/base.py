@@ -288,6 +288,12 @@ class StreamProvider(ABC):
         an empty batch after the timeout (`timeout_ms <= 0`: never blocks).
         """
 
+    def wake(self, partition: int) -> None:  # noqa: B027 - optional hook
+        """End, now, the fetches of `partition` that are blocked waiting for messages: they
+        return what they have (nothing). A consumer told to commit or stop calls it, so that it
+        does not wait out its fetch's timeout. Optional: the default does nothing, and such a
+        fetch returns at its timeout."""
+
     def close(self) -> None:  # noqa: B027 - optional hook; providers without resources keep it
         """Release what the provider holds. The default holds nothing."""
 

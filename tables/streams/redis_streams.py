@@ -37,7 +37,10 @@ CPU without the lock).
 
 Blocking. When nothing is available at or after the start, `fetch` waits with `XREAD BLOCK`. The
 wait is cut into slices shorter than the client's socket timeout (redis-py does not extend it for
-blocking commands and would raise TimeoutError), until `timeout_ms` has passed.
+blocking commands and would raise TimeoutError), until `timeout_ms` has passed, or until
+`wake(partition)`: each blocking XREAD goes out with a `CLIENT ID` of its connection, and `wake`
+sends `CLIENT UNBLOCK` for the ones of that partition (a force-committed or stopped consumer does
+not wait out its fetch; a wake that comes before the XREAD is out is caught when it returns).
 
 Fetching from an offset beyond the latest offset waits until that offset is produced. Fetching a
 partition number the topic does not have raises ValueError.
@@ -57,6 +60,7 @@ back to find offsets trimmed (or deleted) before or while it read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -260,6 +264,10 @@ class RedisStreamProvider(StreamProvider):
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         # Each XREAD BLOCK must return before the socket read times out.
         self._max_block_ms = None if socket_timeout is None else max(10, int(socket_timeout * 500))
+        # `wake`: the Redis client ids blocked in an XREAD, per partition, and a count of wakes.
+        self._wake_lock = threading.Lock()
+        self._blocked: dict[int, set[int]] = {}
+        self._wakes: dict[int, int] = {}
 
     @_reachable
     def partition_count(self) -> int:
@@ -290,6 +298,7 @@ class RedisStreamProvider(StreamProvider):
         self, partition: int, start_offset: int, max_messages: int, timeout_ms: int
     ) -> MessageBatch:
         check_fetch_arguments(start_offset, max_messages)
+        woken = self._wakes.get(partition, 0)  # a wake from now on ends this fetch's wait
         start = max(start_offset, FIRST_OFFSET)  # offsets below 1 never existed: nothing lost
         key = self._keys.partition(partition)
         pipe = self._reader.pipeline(transaction=True)
@@ -305,26 +314,67 @@ class RedisStreamProvider(StreamProvider):
         earliest = _offset(first[0][0]) if first else self._bounds(key)[0]
         read_from = max(start, earliest)
         if not entries and timeout_ms > 0:
-            entries = self._wait_for(key, read_from, max_messages, timeout_ms)
+            entries = self._wait_for(key, partition, read_from, max_messages, timeout_ms, woken)
         return _batch(entries, start, earliest)
 
+    def wake(self, partition: int) -> None:
+        """`CLIENT UNBLOCK` for every XREAD of `partition` blocked now (module docstring)."""
+        with self._wake_lock:
+            self._wakes[partition] = self._wakes.get(partition, 0) + 1
+            blocked = list(self._blocked.get(partition, ()))
+        for client_id in blocked:
+            with contextlib.suppress(redis.RedisError):
+                self._client.client_unblock(client_id)
+
     def _wait_for(
-        self, key: str, offset: int, max_messages: int, timeout_ms: int
+        self,
+        key: str,
+        partition: int,
+        offset: int,
+        max_messages: int,
+        timeout_ms: int,
+        woken: int,
     ) -> list[_RawEntry]:
-        """Block until entries at or after `offset` exist, or `timeout_ms` passes."""
+        """Block until entries at or after `offset` exist, `timeout_ms` passes or the partition
+        is woken (`woken`: its wake count when the fetch began)."""
         deadline = time.monotonic() + timeout_ms / 1000
         after = _entry_id(offset - 1)  # XREAD returns ids strictly greater; "0-0" is fine here
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
+            if remaining_ms <= 0 or self._wakes.get(partition, 0) != woken:
                 return []
             block_ms = remaining_ms
             if self._max_block_ms is not None:
                 block_ms = min(block_ms, self._max_block_ms)
             # BLOCK 0 would wait forever: never pass it.
-            reply = self._reader.xread({key: after}, count=max_messages, block=max(1, block_ms))
+            reply = self._blocking_xread(partition, key, after, max_messages, max(1, block_ms))
             if reply:  # RESP2: [[key, entries]]; RESP3: {key: entries}
                 return next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+
+    def _blocking_xread(
+        self, partition: int, key: str, after: str, count: int, block_ms: int
+    ) -> Any:
+        """One XREAD BLOCK on a connection of the pool whose client id `wake` can unblock."""
+        pool = self._client.connection_pool
+        conn = pool.get_connection("XREAD")
+        try:
+            # Sent together: the id (the connection's own, even after a reconnect) comes back at
+            # once, while the XREAD blocks.
+            xread = ("XREAD", "COUNT", count, "BLOCK", block_ms, "STREAMS", key, after)
+            conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), xread]))
+            client_id = int(conn.read_response())
+            with self._wake_lock:
+                self._blocked.setdefault(partition, set()).add(client_id)
+            try:
+                return conn.read_response()
+            finally:
+                with self._wake_lock:
+                    self._blocked[partition].discard(client_id)
+        except BaseException:
+            conn.disconnect()  # a reply may still be on its way: never reuse the connection
+            raise
+        finally:
+            pool.release(conn)
 
     def _bounds(self, key: str) -> tuple[int, int]:
         """(earliest, latest) of one partition's stream, from one XINFO STREAM."""

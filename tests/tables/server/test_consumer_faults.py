@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 
 from tables.domain.completion_response import Response, Status
+from tables.domain.segment_states import FORCE_COMMIT
 from tables.redisconn import get_redis
 from tables.server import consumer as consumer_module
 from tables.server.consumer import ConsumingSegment, PartitionStats, Phase, SegmentConsumer
@@ -192,3 +193,20 @@ def test_an_ended_consumer_logs_its_offsets_and_first_and_last_fetch_with_rows(t
         "t__0__0__20240501T1030Z: consumed offsets [1, 5) (4 rows): rows fetched from 1000 to "
         "2250 ms, ended STOPPED"
     ]
+
+
+def test_a_force_commit_or_a_stop_does_not_wait_out_a_blocked_fetch(topic):
+    """Fetches that would wait 10 minutes for rows: the force commit (then the stop) wakes the
+    partition's blocked XREAD (`StreamProvider.wake`), so both land within the waits' deadlines."""
+    client = RecordingClient()
+    consumer = _consumer(topic, client)
+    consumer.fetch_timeout_ms = 600_000
+    consumer.start()
+    try:
+        wait_until(lambda: consumer.next_offset == 2, what="the partition's row read")
+        consumer.force_commit()
+        wait_until(lambda: consumer.phase is Phase.HOLDING, timeout=30, what="asking to commit")
+        assert consumer.end_reason == FORCE_COMMIT
+    finally:
+        consumer.stop()
+    assert consumer.join(30)

@@ -117,6 +117,37 @@ def test_a_blocking_fetch_returns_what_another_thread_produces(
     assert (batch.next_offset, batch.data_loss) == (2, False)
 
 
+def _blocked_in_xread(redis_client) -> bool:
+    db = str(redis_client.connection_pool.connection_kwargs.get("db", 0))
+    return any(
+        c.get("cmd") == "xread" and str(c.get("db")) == db for c in redis_client.client_list()
+    )
+
+
+def test_a_woken_partition_ends_its_blocked_fetch_at_once(admin, topic, provider, redis_client):
+    """The fetch would wait 10 minutes: only `wake` can end it within the join's deadline. A
+    wake of the other partition does not; a wake before a fetch does not end a later one."""
+    provider.wake(1)  # before the fetch: no effect on it
+    result = {}
+
+    def consume() -> None:
+        result["batch"] = provider.fetch(1, 1, 10, timeout_ms=600_000)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    wait_until(lambda: _blocked_in_xread(redis_client), timeout=10, what="blocked in XREAD")
+    provider.wake(0)
+    consumer.join(timeout=0.3)
+    assert consumer.is_alive()  # partition 0's wake is not this fetch's
+    provider.wake(1)
+    consumer.join(timeout=30)
+    assert not consumer.is_alive()
+    assert result["batch"].messages == [] and result["batch"].next_offset == 1
+    # The connection went back to the pool unharmed: the next calls work.
+    admin.produce(topic, 1, [b"next"], NOW_MS)
+    assert [m.value for m in provider.fetch(1, 1, 10, timeout_ms=1000).messages] == [b"next"]
+
+
 def test_a_blocking_fetch_may_outlast_the_client_socket_timeout(topic, redis_prefix, settings):
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5)
     provider = RedisStreamProvider(client, topic, redis_prefix)
