@@ -40,7 +40,8 @@ wait is cut into slices shorter than the client's socket timeout (redis-py does 
 blocking commands and would raise TimeoutError), until `timeout_ms` has passed, or until
 `wake(partition)`: each blocking XREAD goes out with a `CLIENT ID` of its connection, and `wake`
 sends `CLIENT UNBLOCK` for the ones of that partition (a force-committed or stopped consumer does
-not wait out its fetch; a wake that comes before the XREAD is out is caught when it returns).
+not wait out its fetch; a wake that comes before the XREAD is out is caught when it returns). A
+user whose ACL refuses `CLIENT` still reads; its fetches end at their timeout, as before.
 
 Fetching from an offset beyond the latest offset waits until that offset is produced. Fetching a
 partition number the topic does not have raises ValueError.
@@ -362,7 +363,10 @@ class RedisStreamProvider(StreamProvider):
             # once, while the XREAD blocks.
             xread = ("XREAD", "COUNT", count, "BLOCK", block_ms, "STREAMS", key, after)
             conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), xread]))
-            client_id = int(conn.read_response())
+            try:
+                client_id = int(conn.read_response())
+            except redis.ResponseError:  # CLIENT refused (an ACL): this read ends at its timeout
+                return conn.read_response()
             with self._wake_lock:
                 self._blocked.setdefault(partition, set()).add(client_id)
             try:

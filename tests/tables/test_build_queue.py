@@ -100,8 +100,11 @@ def _announced(queue: BuildQueue) -> set[str]:
 _ANNOUNCED = {"announced_wait_max_s": 60.0, "announced_stall_s": 60.0}
 
 
-def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
-    limits = BatchLimits(16, 10_000, settle_s=0.0, wait_max_s=0.0, **_ANNOUNCED)
+@pytest.mark.parametrize("settle_s", [0.0, 60.0], ids=["no-settle-wait", "a-minute"])
+def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue, settle_s):
+    """With a settle wait of a minute too: once the last announced build came the batch does not
+    wait for the burst to settle (it would outlive the join's deadline)."""
+    limits = BatchLimits(16, 10_000, settle_s=settle_s, wait_max_s=settle_s, **_ANNOUNCED)
     first, second = _llc("a", 1), _llc("b", 2)
     queue.expect([first.segment, second.segment, "not-an-llc-name"])
     queue.register(first)
@@ -117,7 +120,7 @@ def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue):
     gathering.join(timeout=0.3)
     assert gathering.is_alive()  # its announced sibling is not registered yet
     queue.register(second)
-    gathering.join(timeout=30)
+    gathering.join(timeout=20)
     assert not gathering.is_alive()
     assert [b.task_id for b in batches[0]] == ["a", "b"]
     assert _announced(queue) == set()
@@ -143,31 +146,6 @@ def test_announced_builds_are_waited_for_while_they_keep_coming(queue):
         queue.register(build)
     gathering.join(timeout=30)
     assert [b.task_id for b in batches[0]] == list("abcde")
-
-
-def test_once_the_last_announced_build_came_the_batch_does_not_wait_for_the_burst_to_settle(
-    queue,
-):
-    """settle_s and wait_max_s of a minute: a gather that still waited for the burst to settle
-    would outlive the join's deadline."""
-    limits = BatchLimits(16, 10_000, settle_s=60.0, wait_max_s=60.0, **_ANNOUNCED)
-    first, second = _llc("a", 1), _llc("b", 2)
-    queue.expect([first.segment, second.segment])
-    queue.register(first)
-    assert queue.claim("a", "a")
-    batches: list[list[PendingBuild]] = []
-    gathering = threading.Thread(
-        target=lambda: batches.append(
-            queue.gather(first, limits, lambda task: None, lambda key: True)
-        )
-    )
-    gathering.start()
-    gathering.join(timeout=0.3)
-    assert gathering.is_alive()  # the announced sibling is not registered yet
-    queue.register(second)
-    gathering.join(timeout=20)
-    assert not gathering.is_alive()
-    assert [b.task_id for b in batches[0]] == ["a", "b"]
 
 
 def test_an_announced_build_that_never_comes_is_waited_for_until_the_stall_then_lapses(queue):

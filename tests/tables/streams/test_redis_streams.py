@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 import redis
@@ -146,6 +147,35 @@ def test_a_woken_partition_ends_its_blocked_fetch_at_once(admin, topic, provider
     # The connection went back to the pool unharmed: the next calls work.
     admin.produce(topic, 1, [b"next"], NOW_MS)
     assert [m.value for m in provider.fetch(1, 1, 10, timeout_ms=1000).messages] == [b"next"]
+
+
+def test_a_user_whose_acl_refuses_client_still_fetches(admin, topic, redis_prefix, redis_client):
+    user = f"no-client-{uuid.uuid4().hex[:8]}"
+    redis_client.acl_setuser(
+        user,
+        enabled=True,
+        passwords=["+pw"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-client"],
+    )
+    try:
+        kwargs = redis_client.connection_pool.connection_kwargs
+        client = redis.Redis(
+            host=kwargs["host"],
+            port=kwargs["port"],
+            db=kwargs.get("db", 0),
+            username=user,
+            password="pw",
+        )
+        provider = RedisStreamProvider(client, topic, redis_prefix)
+        assert provider.fetch(0, 1, 10, timeout_ms=50).messages == []  # waited, without an id
+        admin.produce(topic, 0, [b"row"], NOW_MS)
+        assert [m.value for m in provider.fetch(0, 1, 10, timeout_ms=50).messages] == [b"row"]
+        provider.wake(0)  # CLIENT UNBLOCK refused too: nothing happens
+        client.close()
+    finally:
+        redis_client.acl_deluser(user)
 
 
 def test_a_blocking_fetch_may_outlast_the_client_socket_timeout(topic, redis_prefix, settings):
