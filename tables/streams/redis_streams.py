@@ -357,7 +357,7 @@ class RedisStreamProvider(StreamProvider):
     ) -> Any:
         """One XREAD BLOCK on a connection of the pool whose client id `wake` can unblock."""
         pool = self._client.connection_pool
-        conn = pool.get_connection("XREAD")
+        conn = pool.get_connection()
         try:
             # Sent together: the id (the connection's own, even after a reconnect) comes back at
             # once, while the XREAD blocks.
