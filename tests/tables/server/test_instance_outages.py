@@ -117,7 +117,12 @@ def test_after_a_session_expiry_the_server_registers_again_and_follows_new_ideal
     _create_table(topic)
     wait_until(lambda: _consuming(server) == 4, timeout=30, what="4 partitions consuming")
     folder = f"{PATHS.instance(server.instance_id)}/CURRENTSTATES"
-    assert client.get_children(folder) == [new_session]
+    # Published once the transitions end, a moment after their consumers started.
+    wait_until(
+        lambda: client.get_children(folder) == [new_session],
+        timeout=30,
+        what="CURRENTSTATES under the new session only",
+    )
 
 
 def test_a_transition_that_keeps_failing_backs_off(server, topic):
