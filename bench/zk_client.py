@@ -1,12 +1,13 @@
 """ZooKeeper calls from a busy process: kazoo's stock threading handler against
-`tables.zk.poll_handler.PollThreadingHandler`, in one run, on the same ZooKeeper.
+`tables.zk.poll_handler.PollThreadingHandler` without and with its buffered receives, in one run,
+on the same ZooKeeper.
 
 The load is the controller's under a 64-partition pause: `--callers` threads each doing
 read-then-compare-and-set updates of a znode of their own (a commit's step 1) while `--spinners`
 threads run Python code without pause (the other request threads' Django work), all in this one
 process. Each handler gets its own client and `--rounds` rounds, alternating, so a drift of the
 machine hits both alike. Prints per handler: updates/s and the per-update latency (median, p99),
-then the ratio poll/stock of the throughputs and of the median latencies.
+then the ratios poll/stock and buffered/poll of the throughputs and of the median latencies.
 
     make test-services-up
     .venv/bin/python bench/zk_client.py [--callers 16] [--spinners 4] [--updates 100] [--rounds 3]
@@ -89,7 +90,8 @@ def main() -> int:
     hosts = f"127.0.0.1:{os.environ.get('TEST_ZK_PORT', '21811')}"
     clients = {
         "stock": KazooClient(hosts=hosts, handler=SequentialThreadingHandler()),
-        "poll": KazooClient(hosts=hosts, handler=PollThreadingHandler()),
+        "poll": KazooClient(hosts=hosts, handler=PollThreadingHandler(buffered=False)),
+        "buffered": KazooClient(hosts=hosts, handler=PollThreadingHandler()),
     }
     try:
         for client in clients.values():
@@ -116,15 +118,16 @@ def main() -> int:
         lat = sorted(x for _, one in rounds for x in one)
         summary[name] = (rate, statistics.median(lat), lat[int(len(lat) * 0.99)])
         print(
-            f"{name:6s} updates/s median of rounds {rate:8.0f}  (rounds: "
+            f"{name:8s} updates/s median of rounds {rate:8.0f}  (rounds: "
             f"{', '.join(f'{r:.0f}' for r, _ in rounds)});  latency median "
             f"{summary[name][1]:.2f} ms, p99 {summary[name][2]:.2f} ms"
         )
-    stock, poll = summary["stock"], summary["poll"]
-    print(
-        f"ratio poll/stock: throughput {poll[0] / stock[0]:.2f}x, "
-        f"median latency {poll[1] / stock[1]:.2f}x, p99 latency {poll[2] / stock[2]:.2f}x"
-    )
+    for new, old in (("poll", "stock"), ("buffered", "poll")):
+        a, b = summary[new], summary[old]
+        print(
+            f"ratio {new}/{old}: throughput {a[0] / b[0]:.2f}x, "
+            f"median latency {a[1] / b[1]:.2f}x, p99 latency {a[2] / b[2]:.2f}x"
+        )
     setup.delete(BASE, recursive=True)
     for client in clients.values():
         client.stop()
