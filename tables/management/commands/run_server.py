@@ -37,6 +37,9 @@ from tables.server.live import LivePublisher
 from tables.server.readiness import ServerReadiness
 from tables.zk.client import connection_problem
 
+#: How often the main thread looks whether it was told to stop. Seen once (a 16-partition bench):
+#: a server sat in an untimed wait after its SIGTERM, with its handler never run, until killed.
+STOP_CHECK_S = 1.0
 _INSTANCE = re.compile(r"^Server_(?P<host>.+)_(?P<port>\d{1,5})$")
 
 
@@ -117,7 +120,9 @@ class Command(BaseCommand):
         self.stdout.write(f"server {instance_id} admin http://{host}:{admin.port}/")
         self.stdout.flush()
         try:
-            stop.wait()
+            # A timed wait: the signal's handler runs at the latest when the wait times out.
+            while not stop.wait(STOP_CHECK_S):
+                pass
         finally:
             readiness.stop()
             publisher.stop()
