@@ -11,7 +11,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -29,14 +28,9 @@ from tables.redisconn import get_redis
 from tables.streams.redis_streams import RedisStreamProvider
 from tests import envdefaults
 from tests.cluster_fixtures import load
+from tests.ports import free_port
 
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
 
 
 def table_config(topic: str, **stream: str) -> dict:

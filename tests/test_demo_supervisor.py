@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from tables.zk.client import new_client
 from tables.zk.paths import ClusterPaths
 from tests import envdefaults
 from tests.poll import wait_until
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.services
 
@@ -68,23 +68,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 class Demo:
     """scripts/demo.sh in a session of its own, with supervisorctl on its configuration."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.var = tmp_path / "var"
-        zk, redis, web, controller, controller2, s1, s2, s3, prom, am = _free_ports(10)
+        zk, redis, web, controller, controller2, s1, s2, s3, prom, am = free_ports(10)
         self.zk_hosts = f"127.0.0.1:{zk}"
         self.web = f"http://127.0.0.1:{web}"
         # program -> (its participant, its URL)

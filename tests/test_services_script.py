@@ -25,17 +25,12 @@ from tables.streams.producer import Producer
 from tables.streams.redis_streams import RedisTopicAdmin
 from tests import envdefaults
 from tests.poll import wait_until
+from tests.ports import free_port
 
 pytestmark = pytest.mark.services
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "services.sh"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _run(action: str, env: dict[str, str], *names: str) -> subprocess.CompletedProcess:
@@ -58,9 +53,9 @@ def env(tmp_path):
     return {
         **os.environ,
         "VAR_DIR": str(tmp_path / "var"),
-        "ZK_PORT": str(_free_port()),
-        "REDIS_PORT": str(_free_port()),
-        "PG_PORT": str(_free_port()),
+        "ZK_PORT": str(free_port()),
+        "REDIS_PORT": str(free_port()),
+        "PG_PORT": str(free_port()),
         "PG_FSYNC": "off",
         "STARTED_FILE": str(tmp_path / "started"),
     }

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -28,20 +27,15 @@ from tables.zk.records import create_record, read_record
 from tests import envdefaults
 from tests.cluster_fixtures import PATHS, SERVERS, load
 from tests.poll import wait_until
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.zk, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 TABLE = "githubEvents_REALTIME"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def controller(servers, settings):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "ZK_HOSTS": settings.ZK_HOSTS,
