@@ -63,6 +63,13 @@ def test_a_buffered_socket_answers_reads_from_one_receive(pair):
     assert buffered.pending() == 9  # the rest came with the first receive
     # Readable without asking the kernel: even with no timeout this cannot block.
     assert poll_select([buffered, b], [b], [], None) == ([buffered], [], [])
+    # The next time the others are looked at too (without waiting): b is writable, and a byte
+    # for it to read shows up beside the buffered socket; then the buffer alone again.
+    assert poll_select([buffered, b], [b], [], None) == ([buffered], [b, b], [])  # as kazoo
+    a.sendall(b"!")
+    assert poll_select([buffered, b], [], [], None) == ([buffered], [], [])
+    assert poll_select([buffered, b], [], [], None) == ([b, buffered], [], [])
+    assert b.recv(1) == b"!"
     assert [buffered.recv(3), buffered.recv(4), buffered.recv(10)] == [
         b"abc",
         b"\x00" * 3 + b"\x02",
