@@ -51,7 +51,8 @@ class BufferedSocket:
     (up to `READ_CHUNK`), and the reads after it are answered from that without a system call.
     `pending()` says how many bytes are buffered (an `ssl.SSLSocket`'s own are counted too):
     kazoo reads without waiting on the socket first when it is positive, and `poll_select`
-    answers "readable" for it without polling. Everything else is the wrapped socket's."""
+    answers "readable" for it, every other time without polling (`skip_poll`). Everything else
+    is the wrapped socket's."""
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
@@ -92,7 +93,8 @@ class BufferedSocket:
 def poll_select(
     rlist: list[Any], wlist: list[Any], xlist: list[Any], timeout: float | None = None
 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """kazoo's `selector_select(rlist, wlist, xlist, timeout)` in one `poll` system call."""
+    """kazoo's `selector_select(rlist, wlist, xlist, timeout)` in at most one `poll` system call
+    (none when a `BufferedSocket` may answer from its buffer: module docstring)."""
     if timeout is not None:
         if not isinstance(timeout, (int, float)):
             raise TypeError("timeout must be a number")
