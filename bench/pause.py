@@ -24,8 +24,11 @@ later ones slower).
 
 Prints each run's two times (with the pause's Spark builds: how many, in how many batches of
 which sizes, and each batch's wall time; the spark worker's one slot builds the pending builds of
-a pause together, `tables.builds`), then for each size the medians, the ratio pause / one commit
-and the goal (issue 18: 16 partitions at most 2x, 64 at most 3x).
+a pause together, `tables.builds`), the CPU seconds each part of the stack spent during each
+(`bench/proc_cpu.py`: the controller, the three servers, the spark worker's Python and its Spark
+JVM, the other Celery processes, ZooKeeper, Redis and this bench's own polling; on two cores a
+pause is CPU-bound, so these say where it goes), then for each size the medians, the ratio
+pause / one commit and the goal (issue 18: 16 partitions at most 2x, 64 at most 3x).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -80,6 +84,28 @@ from tests.ingest_cluster import IngestCluster, replicas_by_server, table_config
 from tests.poll import wait_until  # noqa: E402
 from tests.procs import CeleryProcesses  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from proc_cpu import CpuGroups, format_used  # noqa: E402
+
+#: The order the CPU of each process group is printed in.
+CPU_ORDER = ("controller", "servers", "spark worker", "spark JVM", "workers", "zk", "redis")
+
+
+def cpu_groups(cluster: IngestCluster, workers: CeleryProcesses) -> CpuGroups:
+    """The stack's processes by role (each with its children; the spark worker's JVM apart)."""
+    servers = [proc.pid for name, proc in cluster.procs.items() if name.startswith("server")]
+    return CpuGroups(
+        {
+            "controller": [cluster.procs["controller"].pid],
+            "servers": servers,
+            "spark worker": [workers.procs["spark"].pid],
+            "workers": [workers.procs["worker"].pid, workers.procs["beat"].pid],
+            "bench": [os.getpid()],
+        },
+        by_command={"zk": "zookeeper", "redis": "redis-server"},
+        split={"spark JVM": ("spark worker", "java")},
+    )
+
 
 def produce(topic: str, partitions: int, rows: int) -> None:
     schema = tests.envdefaults.PINOT_FIXTURES / "githubEvents_schema.json"
@@ -117,6 +143,13 @@ def caught_up(cluster: IngestCluster, table: str, latest: dict[int, int]) -> boo
         len(seen.get(p, [])) == 2 and all(i.get("nextOffset") == str(latest[p]) for i in seen[p])
         for p in latest
     )
+
+
+def timed_cpu(groups: CpuGroups, step: Callable[[], float]) -> tuple[float, dict[str, float]]:
+    """`step`'s time and the CPU seconds each process group spent meanwhile."""
+    before = groups.snapshot()
+    seconds = step()
+    return seconds, groups.used(before, groups.snapshot())
 
 
 def one_commit(table: str, manager: ResourceManager, commits: ForceCommitManager) -> float:
@@ -187,7 +220,11 @@ def add_table(manager: ResourceManager, raw: str, topic: str) -> str:
 
 
 def measure(
-    cluster: IngestCluster, partitions: int, args: argparse.Namespace, topics: list[str]
+    cluster: IngestCluster,
+    groups: CpuGroups,
+    partitions: int,
+    args: argparse.Namespace,
+    topics: list[str],
 ) -> tuple[float, float]:
     """Median one-commit and pause times for a table of `partitions` partitions."""
     manager = ResourceManager(context.current())
@@ -207,13 +244,15 @@ def measure(
             timeout=600,
             what="rows consumed",
         )
-        one = one_commit(table, manager, commits)
+        one, one_cpu = timed_cpu(groups, lambda: one_commit(table, manager, commits))
         paused_at = datetime.now(UTC)
-        whole = pause(table, pauses)
+        whole, pause_cpu = timed_cpu(groups, lambda: pause(table, pauses))
         label = f"run {run}" if run > 0 else "warm-up"
         print(
             f"  {partitions:>3} partitions {label:>7}: one segment commit {one:6.2f} s   "
-            f"pause x 2 replicas {whole:6.2f} s ({builds_since(paused_at)})",
+            f"pause x 2 replicas {whole:6.2f} s ({builds_since(paused_at)})\n"
+            f"      CPU s, one commit: {format_used(one_cpu, CPU_ORDER)}\n"
+            f"      CPU s, pause:      {format_used(pause_cpu, CPU_ORDER)}",
             flush=True,
         )
         if run > 0:
@@ -255,7 +294,8 @@ def main() -> int:
             what="3 servers",
         )
         for partitions in args.partitions:
-            results[partitions] = measure(cluster, partitions, args, topics)
+            groups = cpu_groups(cluster, workers)
+            results[partitions] = measure(cluster, groups, partitions, args, topics)
         goals = {16: 2.0, 64: 3.0}
         for partitions, (one, whole) in results.items():
             goal = goals.get(partitions)

@@ -15,10 +15,20 @@ Contract:
 - A failed read (Redis away) is logged once a minute and answers "not ready": the committer
   keeps waiting under its build lease, which the controller stops extending past its commit
   deadline (`AsyncResult.ready()` raised instead, and failed the commit at once).
-- `PolledResult` is a `tables.server.committer.BuildHandle`: `ready()` from its poll, the rest
-  (`successful`, `get`, `revoke`) from the Celery result, once it is ready.
+- `PolledResult` is a `tables.server.committer.BuildHandle`: `ready()` from its poll, and once
+  it is ready `successful` and `get` from the result the poll read (a failure's or a
+  revocation's exception rebuilt by the backend, as Celery's `get` does), so no thread waits on
+  Celery's result channel; `revoke` (and `get` before the poll saw the result) from the Celery
+  result.
 - A result backend that is not Redis-like (no `client`, `get_key_for_task`, `decode_result`) is
   asked directly, as before.
+- `configure_for_polling(app)` (the server process, before it publishes anything): a Redis result
+  backend becomes `PolledRedisBackend`, shared by the process's threads
+  (`result_backend_thread_safe`). Celery otherwise makes a backend object per thread (its
+  client, connection pool and result consumer: ~4 ms for every consumer thread's first build)
+  and subscribes to each published task's result channel (`on_task_call`), a subscription
+  nobody here reads: the committers poll. `AsyncResult.get()` still works, since it subscribes
+  before it reads the stored result.
 """
 
 from __future__ import annotations
@@ -30,12 +40,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from celery import states
+from celery import Celery, states
+from celery.backends.redis import RedisBackend
 from celery.result import AsyncResult
 
 from tables.domain.backoff import LogThrottle
 
-__all__ = ["PolledResult", "ResultPoll", "poll_for"]
+__all__ = [
+    "PolledRedisBackend",
+    "PolledResult",
+    "ResultPoll",
+    "configure_for_polling",
+    "poll_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +73,7 @@ class ResultPoll:
         self.reads = 0  # multi-key reads done (for tests and the curious)
         self._lock = threading.Lock()
         self._asked: dict[str, float] = {}  # task id -> when last asked about
-        self._done: set[str] = set()
+        self._done: dict[str, dict[str, Any]] = {}  # task id -> its stored meta, once ready
         self._read_at = float("-inf")
         self._log = LogThrottle(every_s=60.0)
 
@@ -69,31 +86,34 @@ class ResultPoll:
             self._read_at = now
             for old in [t for t, at in self._asked.items() if now - at > self.forget_after_s]:
                 del self._asked[old]
-                self._done.discard(old)
+                self._done.pop(old, None)
             wanted = [t for t in self._asked if t not in self._done]
         done = self._read(wanted)
         with self._lock:
             self._done.update(done)
             return task_id in self._done
 
-    def _read(self, task_ids: list[str]) -> set[str]:
+    def meta(self, task_id: str) -> dict[str, Any] | None:
+        """The stored meta (`status`, `result`, ...) read for a task seen ready, else None."""
+        with self._lock:
+            return self._done.get(task_id)
+
+    def _read(self, task_ids: list[str]) -> dict[str, dict[str, Any]]:
         backend = self.backend
         try:
             values = backend.client.mget([backend.get_key_for_task(t) for t in task_ids])
             self.reads += 1
-            done = set()
+            done = {}
             for task_id, value in zip(task_ids, values, strict=True):
-                if (
-                    value is not None
-                    and backend.decode_result(value)["status"] in states.READY_STATES
-                ):
-                    done.add(task_id)
+                meta = None if value is None else backend.decode_result(value)
+                if meta is not None and meta["status"] in states.READY_STATES:
+                    done[task_id] = meta
             return done
         except Exception as exc:
             write, held = self._log.allow(type(exc).__name__, time.monotonic())
             if write:
                 log.warning("build results not readable (%s; %d similar held back)", exc, held)
-            return set()
+            return {}
 
 
 class PolledResult:
@@ -107,13 +127,43 @@ class PolledResult:
         return self.poll.ready(self.result.id)
 
     def successful(self) -> bool:
-        return self.result.successful()
+        meta = self.poll.meta(self.id)
+        return self.result.successful() if meta is None else meta["status"] == states.SUCCESS
 
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
-        return self.result.get(timeout=timeout, propagate=propagate)
+        meta = self.poll.meta(self.id)
+        if meta is None:
+            return self.result.get(timeout=timeout, propagate=propagate)
+        if meta["status"] == states.SUCCESS:
+            return meta["result"]
+        error = self.poll.backend.exception_to_python(meta["result"])
+        if propagate:
+            raise error
+        return error
 
     def revoke(self) -> None:
         self.result.revoke()
+
+
+class PolledRedisBackend(RedisBackend):
+    """Celery's Redis result backend, without subscribing to a task's result channel when the task
+    is published: its results are polled (`ResultPoll`), and `AsyncResult.get()` subscribes
+    itself."""
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        return None
+
+
+def configure_for_polling(app: Celery) -> bool:
+    """Make `app` (not yet publishing in this process) use one `PolledRedisBackend` for all its
+    threads, when its result backend is Redis; True when it did."""
+    url = str(app.conf.result_backend or "")
+    if url.partition("://")[0] not in ("redis", "rediss"):
+        return False
+    app.conf.result_backend = f"{__name__}:PolledRedisBackend+{url}"
+    app.conf.result_backend_thread_safe = True
+    app.backend  # noqa: B018 - made now: threads racing to make it first would each make one
+    return True
 
 
 _polls: dict[tuple[int, type, str], ResultPoll] = {}

@@ -5,8 +5,10 @@ hosts the segments the IdealStates assign to it (consuming, completing, fetching
 copies), and serves its admin HTTP (`/tables/<t>/consumingSegmentsInfo`, `/metrics`, `/health`,
 `/health/liveness`, `/health/readiness`) on `--admin-port` (default: the instance's port).
 Committed segments are built by the Spark worker (`tables.spark_build_segment` on the `spark`
-queue). Every LIVE_PUBLISH_SECONDS it publishes its consuming segments' live state to Redis
-(`tables.server.live`, TTL LIVE_STATE_TTL_SECONDS). `/health/readiness` is Pinot's startup status
+queue), whose results the committers poll (`tables.server.build_results`: one Redis result
+backend for all threads, no result-channel subscriptions). Every LIVE_PUBLISH_SECONDS it
+publishes its consuming segments' live state to Redis (`tables.server.live`, TTL
+LIVE_STATE_TTL_SECONDS). `/health/readiness` is Pinot's startup status
 (`tables.server.readiness`: REALTIME_CONSUMPTION_CATCHUP_WAIT_MS and
 ENABLE_REALTIME_OFFSET_BASED_CONSUMPTION_STATUS_CHECKER).
 SIGTERM or SIGINT stops publishing (deleting the live-state key), stops consuming, closes the admin
@@ -20,6 +22,7 @@ import signal
 import threading
 from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -30,7 +33,7 @@ from tables.cluster import context
 from tables.redisconn import get_redis
 from tables.security import cluster_token
 from tables.server.admin import AdminServer
-from tables.server.build_results import poll_for
+from tables.server.build_results import configure_for_polling, poll_for
 from tables.server.committer import BuildHandle
 from tables.server.instance import DEFAULT_TAG, ServerInstance
 from tables.server.live import LivePublisher
@@ -77,6 +80,7 @@ class Command(BaseCommand):
             raise CommandError(f"--instance {instance_id!r}: expected Server_<host>_<port>")
         host, port = match["host"], int(match["port"])
         admin_port = options["admin_port"] if options["admin_port"] is not None else port
+        configure_for_polling(current_app)  # before the first build is published
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())

@@ -7,11 +7,18 @@ import threading
 import uuid
 
 import pytest
-from celery import states
+from celery import Celery, states
 from celery.result import AsyncResult
 
 from console.celery import app
-from tables.server.build_results import PolledResult, ResultPoll, poll_for
+from tables.server.build_results import (
+    PolledRedisBackend,
+    PolledResult,
+    ResultPoll,
+    configure_for_polling,
+    poll_for,
+)
+from tests.poll import wait_until
 
 pytestmark = [pytest.mark.redis]
 
@@ -95,3 +102,77 @@ def test_the_committers_threads_share_one_poll_and_the_rest_comes_from_celery():
     finally:
         for task in tasks:
             app.backend.forget(task)
+
+
+def test_a_ready_result_is_answered_from_the_poll_without_asking_the_backend_again():
+    tasks = _ids(3)
+    poll = ResultPoll(app.backend, interval_s=0.0)
+    ok, failed, revoked = (PolledResult(AsyncResult(t, app=app), poll) for t in tasks)
+    try:
+        app.backend.store_result(tasks[0], {"rows": 7}, states.SUCCESS)
+        app.backend.store_result(tasks[1], ValueError("bad row"), states.FAILURE)
+        app.backend.mark_as_revoked(tasks[2], "stopped")
+        assert ok.ready() and failed.ready() and revoked.ready()
+        for task in tasks:  # from here on, only what the poll read can answer
+            app.backend.forget(task)
+        assert ok.successful() and ok.get() == {"rows": 7}
+        assert not failed.successful()
+        error = failed.get(propagate=False)
+        assert isinstance(error, ValueError) and str(error) == "bad row"
+        with pytest.raises(ValueError, match="bad row"):
+            failed.get()
+        assert not revoked.successful()
+        with pytest.raises(Exception, match="stopped"):
+            revoked.get()
+    finally:
+        for task in tasks:
+            app.backend.forget(task)
+
+
+def test_a_polling_app_shares_one_backend_and_publishes_without_subscribing(settings):
+    polling = Celery("polling-test", broker=settings.CELERY_BROKER_URL)
+    polling.conf.result_backend = settings.CELERY_RESULT_BACKEND
+    assert configure_for_polling(polling)
+    queue = f"test-nobody-{uuid.uuid4().hex}"
+    seen: list = []
+
+    def publish() -> None:
+        seen.append((polling.backend, polling.send_task("tables.nothing", queue=queue)))
+
+    threads = [threading.Thread(target=publish) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    backends = {id(backend) for backend, _ in seen}
+    try:
+        assert len(backends) == 1 and isinstance(seen[0][0], PolledRedisBackend)
+        assert seen[0][0].result_consumer.subscribed_to == set()  # nothing subscribed
+        handle = poll_for(seen[0][1])
+        polling.backend.store_result(handle.id, {"rows": 1}, states.SUCCESS)
+        handle.poll.interval_s = 0.0
+        assert handle.ready() and handle.get() == {"rows": 1}
+        # Celery's own get() still works: it subscribes, then reads what is stored.
+        waited = seen[1][1]
+        key = polling.backend.get_key_for_task(waited.id)
+        consumer = polling.backend.result_consumer
+
+        def store_once_subscribed() -> None:
+            wait_until(lambda: key in consumer.subscribed_to, timeout=10, what="subscribed")
+            polling.backend.store_result(waited.id, {"rows": 2}, states.SUCCESS)
+
+        storer = threading.Thread(target=store_once_subscribed)
+        storer.start()
+        assert waited.get(timeout=10) == {"rows": 2}
+        storer.join()
+    finally:
+        polling.backend.client.delete(queue)
+        for _, result in seen:
+            polling.backend.forget(result.id)
+
+
+def test_only_a_redis_result_backend_is_changed():
+    other = Celery("other-test")
+    other.conf.result_backend = "rpc://"
+    assert not configure_for_polling(other)
+    assert other.conf.result_backend == "rpc://"
