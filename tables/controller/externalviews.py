@@ -11,8 +11,8 @@ from collections.abc import Callable
 from tables.cluster.context import ClusterContext
 from tables.domain.externalview import table_view
 from tables.domain.znrecord import ZNRecord
-from tables.zk.errors import NodeExists, NoNode
-from tables.zk.records import create_record, read_record, update_record
+from tables.zk.errors import BadVersion, NodeExists, NoNode
+from tables.zk.records import create_record, read_record, write_record
 
 __all__ = ["live_instances", "refresh_table_views"]
 
@@ -44,7 +44,10 @@ def _write_if_changed(ctx: ClusterContext, path: str, record: ZNRecord) -> bool:
         return True
     if found.record.map_fields == record.map_fields:
         return False
-    update_record(ctx.client, path, lambda _: record)
+    try:  # a compare-and-set on the version just read: no second read of a large record
+        write_record(ctx.client, path, record, found.version)
+    except (BadVersion, NoNode):  # written or deleted meanwhile: look again
+        return _write_if_changed(ctx, path, record)
     return True
 
 

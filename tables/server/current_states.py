@@ -10,6 +10,12 @@ Contract:
   (its caller changed them before calling). A burst of transitions of one table costs a few writes
   instead of one each, every one of which had to read, compare and re-encode the whole record.
 - A write that raised covers nobody: the calls waiting behind it write themselves.
+- The server is the znode's only writer, so after a write it knows the znode: the next write of
+  that table is a compare-and-set on the version it wrote, without reading and decoding the
+  record first (equal states: no write at all). Losing that race (someone else wrote, or
+  deleted it) drops what it knew and writes as the first time: read, compare, set. On a table of
+  a thousand segments the read and decode were half of every write, and a pause of 64
+  partitions makes a burst of them on every server.
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ from collections.abc import Callable
 
 from tables.cluster.context import ClusterContext
 from tables.domain.znrecord import ZNRecord
-from tables.zk.errors import NodeExists, NoNode
-from tables.zk.records import create_record, update_record
+from tables.zk.errors import BadVersion, NodeExists, NoNode
+from tables.zk.records import create_record, update_record, write_record
 
 __all__ = ["STATE_MODEL", "CurrentStatesWriter"]
 
@@ -46,6 +52,8 @@ class CurrentStatesWriter:
         self._write_lock = threading.Lock()
         self._asked: dict[str, int] = {}  # per table: calls so far
         self._covered: dict[str, int] = {}  # per table: calls the last good write carried
+        # per table, once written or read: (path, version, its mapFields), under _write_lock
+        self._known: dict[str, tuple[str, int, States]] = {}
 
     def publish(self, table: str) -> None:
         with self._count_lock:
@@ -65,8 +73,24 @@ class CurrentStatesWriter:
         ctx = self._ctx()
         path = ctx.paths.currentstate(self.instance_id, session, table)
         states = self._states(table)
+        known = self._known.pop(table, None)
+        if known is not None and known[0] == path:
+            if known[2] == states:
+                self._known[table] = known
+                return
+            try:
+                version = write_record(
+                    ctx.client, path, _record(table, session, None, states), known[1]
+                )
+                self._known[table] = (path, version, states)
+                return
+            except (BadVersion, NoNode):
+                pass  # written or deleted by someone else: read it, as the first time
         try:
-            update_record(ctx.client, path, lambda record: _record(table, session, record, states))
+            found = update_record(
+                ctx.client, path, lambda record: _record(table, session, record, states)
+            )
+            self._known[table] = (path, found.version, found.record.map_fields)
         except NoNode:
             if states:
                 try:

@@ -74,11 +74,16 @@ def write_record(client: ZkStore, path: str, record: ZNRecord, version: int) -> 
 def update_record(
     client: ZkStore, path: str, mutate: Callable[[ZNRecord], ZNRecord | None]
 ) -> VersionedRecord:
-    """Compare-and-set `mutate` over the record at `path`, retried on version conflicts."""
+    """Compare-and-set `mutate` over the record at `path`, retried on version conflicts. Returns
+    the record as written (the one `mutate` returned last: not decoded again from its bytes) or,
+    when `mutate` changed nothing, as read."""
+    written: list[ZNRecord] = []
 
     def apply(data: bytes) -> bytes | None:
         new = mutate(codec.decode(data))
+        written[:] = [] if new is None else [new]
         return None if new is None else codec.encode(new)
 
     result = store.update(client, path, apply)
-    return VersionedRecord(codec.decode(result.data), result.version, result.mtime_ms)
+    record = written[0] if written else codec.decode(result.data)
+    return VersionedRecord(record, result.version, result.mtime_ms)

@@ -10,7 +10,8 @@ import pytest
 from tables.cluster.context import ClusterContext
 from tables.server.current_states import STATE_MODEL, CurrentStatesWriter
 from tables.zk.paths import ClusterPaths
-from tables.zk.records import read_record
+from tables.zk.records import read_record, write_record
+from tables.zk.zookeeper import ZooKeeperStore
 from tests.poll import wait_until
 
 pytestmark = [pytest.mark.zk]
@@ -109,3 +110,58 @@ def test_a_failed_write_covers_nobody(zk, writer):
     assert _written(zk) is None
     publisher.publish(TABLE)
     assert _written(zk).map_fields == {"seg0": {"CURRENT_STATE": "CONSUMING"}}
+
+
+class CountingStore:
+    """The real ZooKeeper store, counting reads of znode data by path."""
+
+    def __init__(self, client) -> None:
+        self.client, self.gets = client, []
+
+    def get(self, path, *args, **kwargs):
+        self.gets.append(path)
+        return self.client.get(path, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_after_its_first_write_the_writer_sets_without_reading_first(zk):
+    states, counting = States(), CountingStore(ZooKeeperStore(zk))
+    ctx = ClusterContext(counting, PATHS, "redis://unused")
+    publisher = CurrentStatesWriter(SERVER, lambda: ctx, lambda: "s1", states, lambda: None)
+    path = PATHS.currentstate(SERVER, "s1", TABLE)
+    states.set("seg0", "CONSUMING")
+    publisher.publish(TABLE)  # created: nothing known yet
+    states.set("seg0", "ONLINE")
+    publisher.publish(TABLE)  # the first update reads (it knows nothing of the znode)
+    reads = len(counting.gets)
+    for index in range(1, 6):
+        states.set(f"seg{index}", "CONSUMING")
+        publisher.publish(TABLE)
+    publisher.publish(TABLE)  # equal states: nothing to write
+    assert counting.gets[reads:] == []  # five writes, no read
+    assert _written(zk).map_fields == {"seg0": {"CURRENT_STATE": "ONLINE"}} | {
+        f"seg{i}": {"CURRENT_STATE": "CONSUMING"} for i in range(1, 6)
+    }
+    assert zk.exists(path).version == 6
+
+
+def test_a_write_by_someone_else_or_a_deletion_is_read_and_overwritten(zk, writer):
+    publisher, states = writer
+    path = PATHS.currentstate(SERVER, "s1", TABLE)
+    states.set("seg0", "CONSUMING")
+    publisher.publish(TABLE)
+    states.set("seg0", "ONLINE")
+    publisher.publish(TABLE)  # now the writer knows the version
+    stranger = _written(zk)
+    stranger.map_fields = {"other": {"CURRENT_STATE": "ERROR"}}
+    write_record(zk, path, stranger, zk.exists(path).version)  # its known version is stale
+    states.set("seg1", "CONSUMING")
+    publisher.publish(TABLE)
+    expected = {"seg0": {"CURRENT_STATE": "ONLINE"}, "seg1": {"CURRENT_STATE": "CONSUMING"}}
+    assert _written(zk).map_fields == expected
+    zk.delete(path)
+    states.set("seg2", "CONSUMING")
+    publisher.publish(TABLE)
+    assert _written(zk).map_fields == expected | {"seg2": {"CURRENT_STATE": "CONSUMING"}}
