@@ -4,10 +4,14 @@
 file, or a directory of Parquet files with `offset` and `value`) and runs ONE Spark job over all of
 them:
 - every input is placed under `<scratch>/input-*/`, so that a single Parquet scan reads them all: a
-  large staging file (or a directory) is linked (symlink) as `__seg=<index>`, so Spark's partition
-  discovery gives its rows their index (no per-input plan, no path strings to match); small
-  staging files (at most `SMALL_INPUT_BYTES`) are copied with pyarrow into one file whose rows
-  carry their index (opening many small files costs Spark more than reading their rows);
+  large staging file (or a directory) is linked (symlink) as `__seg=<index>/__created=<ms>`, so
+  Spark's partition discovery gives its rows their index and their segment's creation time (no
+  per-input plan, no path strings to match); small staging files (at most `SMALL_INPUT_BYTES`)
+  are copied with pyarrow into one file whose rows carry both (opening many small files costs
+  Spark more than reading their rows). The creation times are data, not literals of the plan:
+  a literal differs from segment to segment, so every build's generated code would differ and
+  be compiled again (Janino, then the JVM's JIT), which cost a single build more JVM CPU than
+  its rows;
 - the rows are decoded and transformed (`tables.segments.frames`), filtered, then given Pinot's
   default null values (`tables.segments.null_values`, after the filter as Pinot's
   NullValueTransformer), each with its time key (the time column's epoch millis, Spark's
@@ -82,7 +86,11 @@ TIME_KEY = "__time"  # the row's time key (bigint epoch millis; null: no time)
 FLAGGED = frames.FLAGGED_COLUMN
 FILTERED = frames.FILTERED_COLUMN
 _ROW_INDEX = "__row_seg"  # the index of a row of the merged small inputs
+_ROW_CREATED = "__row_created"  # its segment's creation time (ms)
+_CREATED_PART = "__created"  # the partition column of a linked input's creation time (ms)
+_CREATED = "__seg_created"  # each row's segment creation time, carried to the null values
 _MERGED = -1  # the partition value of the merged small inputs
+_NO_VALUE = "__HIVE_DEFAULT_PARTITION__"  # Spark's partition value for null
 #: Staging files up to this size are merged into one file for the scan.
 SMALL_INPUT_BYTES = 4 << 20
 #: Tasks that sort a large input's rows for its intermediate file (an input up to
@@ -94,11 +102,18 @@ _INPUT_SCHEMA = T.StructType(
         T.StructField("offset", T.LongType(), True),
         T.StructField("value", T.BinaryType(), True),
         T.StructField(_ROW_INDEX, T.IntegerType(), True),
+        T.StructField(_ROW_CREATED, T.LongType(), True),
         T.StructField(INDEX_COLUMN, T.IntegerType(), True),
+        T.StructField(_CREATED_PART, T.LongType(), True),
     ]
 )
 _MERGED_SCHEMA = pa.schema(
-    [("offset", pa.int64()), ("value", pa.binary()), (_ROW_INDEX, pa.int32())]
+    [
+        ("offset", pa.int64()),
+        ("value", pa.binary()),
+        (_ROW_INDEX, pa.int32()),
+        (_ROW_CREATED, pa.int64()),
+    ]
 )
 
 
@@ -130,14 +145,21 @@ class GroupOutput:
     filtered_rows: dict[int, int] = field(default_factory=dict)  # rows it dropped (unnesting)
 
 
-def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
+def _place_inputs(
+    inputs: Sequence[tuple[int, str]], input_dir: Path, created: Mapping[int, int]
+) -> None:
     """Every input under `input_dir` for one scan (see the module docstring)."""
     small: list[tuple[int, Path]] = []
     for index, source in inputs:
         target = Path(source).resolve()
         if not target.exists():
             raise BuildError(f"the staged rows {source} do not exist")
-        link_dir = input_dir / f"{INDEX_COLUMN}={index}"
+        ms = created.get(index)
+        link_dir = (
+            input_dir
+            / f"{INDEX_COLUMN}={index}"
+            / f"{_CREATED_PART}={_NO_VALUE if ms is None else ms}"
+        )
         if target.is_dir():
             link_dir.parent.mkdir(parents=True, exist_ok=True)
             link_dir.symlink_to(target, target_is_directory=True)
@@ -147,14 +169,15 @@ def _place_inputs(inputs: Sequence[tuple[int, str]], input_dir: Path) -> None:
             link_dir.mkdir(parents=True)
             (link_dir / "rows.parquet").symlink_to(target)
     if small:
-        merged_dir = input_dir / f"{INDEX_COLUMN}={_MERGED}"
+        merged_dir = input_dir / f"{INDEX_COLUMN}={_MERGED}" / f"{_CREATED_PART}={_NO_VALUE}"
         merged_dir.mkdir(parents=True)
         with pq.ParquetWriter(merged_dir / "rows.parquet", _MERGED_SCHEMA) as writer:
             for index, path in small:
                 rows = read_parquet(path, columns=["offset", "value"])
                 seg = pa.array([index] * rows.num_rows, pa.int32())
+                ms = pa.array([created.get(index)] * rows.num_rows, pa.int64())
                 writer.write_table(
-                    pa.table([rows["offset"], rows["value"], seg], schema=_MERGED_SCHEMA)
+                    pa.table([rows["offset"], rows["value"], seg, ms], schema=_MERGED_SCHEMA)
                 )
 
 
@@ -191,14 +214,15 @@ def _pipeline(spark: SparkSession, plan: GroupPlan, key: str) -> _Pipeline:
     if cached is not None:
         return cached
     index = F.coalesce(F.col(_ROW_INDEX), F.col(INDEX_COLUMN)).alias(INDEX_COLUMN)
+    created = F.coalesce(F.col(_ROW_CREATED), F.col(_CREATED_PART)).alias(_CREATED)
     sources = transform_sources(plan.transforms)
     if plan.row_filter is not None:
         sources = list(dict.fromkeys([*sources, *plan.row_filter.sources]))
-    carry = [INDEX_COLUMN]
+    carry = [INDEX_COLUMN, _CREATED]
     decoding = frames.decode_stages(plan.schema, sources, carry, plan.complex_types, plan.unnest)
     carry += _unnest_key(plan)  # unnesting: each row's element positions, from decoding on
     stages = [
-        [F.col("offset"), F.col("value"), index],
+        [F.col("offset"), F.col("value"), index, created],
         *decoding,
         *frames.transform_stages(plan.transforms, plan.schema, carry),
     ]
@@ -363,12 +387,10 @@ def run_group(
     pipeline = _pipeline(spark, plan, plan_key)
     scratch.mkdir(parents=True, exist_ok=True)
     input_dir = scratch / f"input-{uuid.uuid4().hex}"
-    _place_inputs(inputs, input_dir)
+    _place_inputs(inputs, input_dir, created or {})
     observation = Observation(f"segment-build-{uuid.uuid4().hex}")
     decoded = null_values.apply_null_values(
-        _decoded(spark, pipeline, input_dir),
-        pipeline.nulls,
-        null_values.created_millis(created or {}, F.col(INDEX_COLUMN)),
+        _decoded(spark, pipeline, input_dir), pipeline.nulls, F.col(_CREATED)
     ).observe(observation, pipeline.flagged)
     indices = [index for index, _ in inputs]
     output = GroupOutput()

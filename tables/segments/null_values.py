@@ -12,9 +12,9 @@ statistics and the data file). The defaults are Pinot's (`tables.domain.null_val
 - the time column (`GroupPlan.time_spec`, the table's `timeColumnName`) gets its default only
   when that, read in the column's format, lies in Pinot's valid time range (1971..2071); else it
   gets "now", which here is the segment's creation time (`BuildRequest.creation_time_ms`, given
-  per segment as `created`: one job may build several segments), not the wall clock, so that the
-  same request always builds the same bytes. The segment's time range (start/end time) thus never
-  comes from an out-of-range default such as Long.MIN_VALUE.
+  per row as the `created` column: one job may build several segments), not the wall clock, so
+  that the same request always builds the same bytes. The segment's time range (start/end time)
+  thus never comes from an out-of-range default such as Long.MIN_VALUE.
 Rows whose value did not convert (`__problems`) are still counted as incomplete; the default only
 fills the stored value, as Pinot's DataTypeTransformer then NullValueTransformer do.
 
@@ -33,13 +33,11 @@ are not recorded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from tables.domain.null_values import (
     VALID_MAX_TIME_MS,
@@ -53,7 +51,7 @@ from tables.segments.errors import BuildError
 from tables.segments.frames import column_of, spark_type
 from tables.segments.transforms import TimeFormat
 
-__all__ = ["CREATED_COLUMN", "NullStage", "apply_null_values", "created_millis", "null_value_stage"]
+__all__ = ["CREATED_COLUMN", "NullStage", "apply_null_values", "null_value_stage"]
 
 #: The segment's creation time (epoch millis) while the stage runs; dropped after it.
 CREATED_COLUMN = "__created_ms"
@@ -176,17 +174,6 @@ def null_value_stage(
         if filled is not None:
             columns[spec.name] = filled
     return NullStage(columns, needs_created)
-
-
-def created_millis(created: Mapping[int, int], index: Column) -> Column:
-    """Each row's segment creation time, from its segment index (`index`) and the creation time
-    of each index (null for an index not given)."""
-    if not created:
-        return F.lit(None).cast("bigint")
-    if len(set(created.values())) == 1:
-        return F.lit(next(iter(created.values()))).cast("bigint")
-    pairs = [part for key, ms in sorted(created.items()) for part in (F.lit(key), F.lit(ms))]
-    return F.element_at(F.create_map(*pairs), index.cast(T.IntegerType())).cast("bigint")
 
 
 def apply_null_values(df: DataFrame, stage: NullStage, created: Column | None = None) -> DataFrame:

@@ -257,3 +257,31 @@ def test_the_creation_time_is_written_in_the_time_columns_format(spark, tmp_path
     assert by_offset(sec.tar_path)[1]["sec"] == CREATED_MS // 1000
     assert by_offset(sec.tar_path)[1]["day"] == "null"
     assert sec.end_time_ms == CREATED_MS // 1000 * 1000
+
+
+def test_builds_of_other_creation_times_reuse_the_generated_code(spark, tmp_path):
+    """The creation time reaches the job as data, not as a literal of its plan: a literal would
+    make every build's generated code new, compiled again by Janino and then by the JIT."""
+    schema = {
+        "schemaName": "nulls",
+        "dimensionFieldSpecs": [{"name": "id", "dataType": "STRING"}],
+        "dateTimeFieldSpecs": [
+            {
+                "name": "ts",
+                "dataType": "LONG",
+                "format": "1:MILLISECONDS:EPOCH",
+                "granularity": "1:MILLISECONDS",
+            }
+        ],
+    }
+    staged = stage([{"id": "a", "ts": T0}, {"id": "b"}], tmp_path / "rows.parquet")
+    compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    counts, times = [], []
+    for index, created in enumerate([CREATED_MS, CREATED_MS + 1000, CREATED_MS + 2000]):
+        request = BuildRequest("nulls", f"nulls__0__{index}__c", schema, CONFIG, 0, 2, created)
+        before = compilations.METRIC_COMPILATION_TIME().getCount()
+        built = build_from_staging(spark, request, staged, tmp_path / str(index))
+        counts.append(compilations.METRIC_COMPILATION_TIME().getCount() - before)
+        times.append(by_offset(built.tar_path)[1]["ts"])
+    assert times == [CREATED_MS, CREATED_MS + 1000, CREATED_MS + 2000]  # each its own "now"
+    assert counts[1:] == [0, 0]  # nothing compiled after the first build
