@@ -108,8 +108,10 @@ def new_realtime_idealstate(table_name_with_type: str, replication: int) -> ZNRe
 
 
 def finalize_for_write(record: ZNRecord) -> ZNRecord:
-    """A copy with the bookkeeping fields Pinot recomputes on every IdealState write."""
-    out = record.copy()
+    """A copy with the bookkeeping fields Pinot recomputes on every IdealState write. Only its
+    simple fields are its own: its segments' maps are `record`'s (`ZNRecord.shallow_copy`), so
+    neither record's maps are to be edited in place afterwards (replacing one is fine)."""
+    out = record.shallow_copy()
     out.simple_fields["NUM_PARTITIONS"] = str(len(out.map_fields))
     if out.simple_fields.get("BATCH_MESSAGE_MODE") == "true":
         out.simple_fields["BATCH_MESSAGE_MODE"] = "false"

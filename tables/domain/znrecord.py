@@ -95,6 +95,17 @@ class ZNRecord:
             list_fields={k: list(v) for k, v in self.list_fields.items()},
         )
 
+    def shallow_copy(self) -> ZNRecord:
+        """A copy whose field dicts are new but whose maps and lists are this record's own: for
+        a change that replaces whole entries (never edits a map or list in place), at a fraction
+        of `copy`'s cost on a record of thousands of entries."""
+        return ZNRecord(
+            id=self.id,
+            simple_fields=dict(self.simple_fields),
+            map_fields=dict(self.map_fields),
+            list_fields=dict(self.list_fields),
+        )
+
 
 def _flat(items: list[tuple[str, str]], inner: str, outer: str) -> str:
     """A {str: str} object whose members are indented by `inner` and whose closing brace by

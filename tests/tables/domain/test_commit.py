@@ -69,3 +69,14 @@ def test_the_input_record_is_not_modified():
     apply_commit(record, SEG0, SEG1, ["A", "B"])
     assert record.map_fields[SEG0] == {"A": "CONSUMING", "B": "CONSUMING"}
     assert SEG1 not in record.map_fields
+
+
+def test_the_input_record_is_left_as_it_was_and_untouched_entries_are_shared():
+    record = _ideal()
+    before = record.copy()
+    change = apply_commit(record, SEG0, SEG1, ["A", "B"])
+    assert record == before  # no side effect: the commit's entries were replaced in the copy
+    other = "t__1__0__20240101T0000Z"
+    assert change.idealstate.map_fields[other] is record.map_fields[other]  # not copied
+    assert change.idealstate.map_fields is not record.map_fields
+    assert change.idealstate.simple_fields is not record.simple_fields
