@@ -253,3 +253,43 @@ def test_a_mutation_that_updates_the_same_znode_does_not_wait_on_itself(store):
     assert isinstance(call.outcome(), VersionedRecord)
     assert len(runs) == 2  # the batch met the inner write's version and was applied again
     assert _order(store) == ["inner", "outer"]
+
+
+def test_after_a_write_the_next_batches_write_on_its_version_without_reading(store, monkeypatch):
+    reads: list[str] = []
+    real_get = store.get
+    monkeypatch.setattr(store, "get", lambda path: reads.append(path) or real_get(path))
+    update_idealstate(store, PATH, _append("a"))  # nothing known yet: read, then write
+    assert reads == [PATH]
+    for name in ("b", "c", "d"):
+        update_idealstate(store, PATH, _append(name))
+    assert reads == [PATH]  # each batch wrote on the version the one before it got
+    assert _order(store) == ["a", "b", "c", "d"]
+    assert store.exists(PATH).version == 4
+
+
+def test_another_process_writing_in_between_is_read_by_the_next_batch(store, settings):
+    other = as_store(new_client(settings.ZK_HOSTS))  # another session: another process
+
+    def needs_y(record: ZNRecord) -> ZNRecord:
+        if "y" not in record.list_fields[ORDER]:
+            raise ValueError("y is missing")
+        return _append("c")(record)
+
+    try:
+        update_idealstate(store, PATH, _append("a"))
+        update_idealstate(other, PATH, _append("x"))
+        added = update_idealstate(store, PATH, _append("b"))  # a conflict on what it knew
+        assert added.record.list_fields[ORDER] == ["a", "x", "b"] and added.version == 3
+        update_idealstate(other, PATH, _append("y"))
+        # A call that raises, or declines, answers the znode as it is, not what this process
+        # last wrote: on the bytes it knew (without "y") this one raises.
+        done = update_idealstate(store, PATH, needs_y)
+        assert done.record.list_fields[ORDER] == ["a", "x", "b", "y", "c"] and done.version == 5
+        update_idealstate(other, PATH, _append("z"))
+        declined = update_idealstate(store, PATH, lambda record: None)
+        assert declined.record.list_fields[ORDER] == ["a", "x", "b", "y", "c", "z"]
+        assert declined.version == 6
+    finally:
+        other.stop()
+        other.close()
