@@ -32,10 +32,12 @@ Contract:
   build is held (for the first ask, the hold was read ahead: `tables.server.hold_ahead`): a
   COMMIT answer that says `commit_started` then means the controller has run commit start
   already (the next segment is in the IdealState), and the committer sends none.
-- `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding, asks the
-  controller once more, which answers KEEP or DISCARD for a committed segment, and ends. A commit
-  in progress is let finish: in pauseless mode the replica goes ONLINE right after commit start,
-  while its own committer still builds (`wait(..., online_ends=False)`).
+- `finish()` (the replica went ONLINE: somebody committed) stops consuming or holding and ends,
+  KEEP when its offset is the committed end offset (`committed_end`: the segment's ZK metadata,
+  as Pinot's goOnlineFromConsuming compares), else DISCARD; only when that is not known (not
+  DONE yet: a pauseless commit) it asks the controller once more, which answers the same. A
+  commit in progress is let finish: in pauseless mode the replica goes ONLINE right after commit
+  start, while its own committer still builds (`wait(..., online_ends=False)`).
 - `stop()` ends the thread at its next wait or fetch (at most ~`fetch_timeout_ms`), reporting
   nothing: the replica's IdealState change (ONLINE/OFFLINE/DROPPED) is what stops a consumer.
 - A stream that cannot be read for now (`StreamUnavailable`: Redis stalled or restarting) is
@@ -77,8 +79,6 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 from tables import faults
 from tables.domain.backoff import Backoff, LogThrottle
@@ -88,6 +88,7 @@ from tables.domain.completion_response import Response, Status
 from tables.domain.segment_states import FORCE_COMMIT, EndCriteria
 from tables.streams.base import StreamError, StreamProvider, TopicNotFound
 
+from .consumer_types import ConsumingSegment, PartitionStats, Phase
 from .hold_ahead import HoldAhead
 from .protocol import CompletionClient
 
@@ -118,18 +119,6 @@ _DONE = {Status.KEEP: "KEPT", Status.DISCARD: "DISCARDED", Status.COMMIT_SUCCESS
 CONSUMED_LINE = "%s: consumed offsets [%d, %d) (%d rows): rows fetched from %d to %d ms, ended %s"
 
 
-class Phase(StrEnum):
-    CONSUMING = "CONSUMING"
-    HOLDING = "HOLDING"
-    CATCHING_UP = "CATCHING_UP"
-    COMMITTING = "COMMITTING"
-    COMMITTED = "COMMITTED"
-    KEPT = "KEPT"
-    DISCARDED = "DISCARDED"
-    STOPPED = "STOPPED"
-    ERROR = "ERROR"
-
-
 _UNFINISHED = {Phase.CONSUMING, Phase.HOLDING, Phase.CATCHING_UP, Phase.COMMITTING}
 
 
@@ -142,51 +131,6 @@ def stopped_reason(exc: BaseException) -> str:
     if isinstance(exc, TopicNotFound):
         return f"topicNotFound: {exc}"
     return f"consumerError: {type(exc).__name__}: {exc}"
-
-
-@dataclass(frozen=True)
-class ConsumingSegment:
-    table: str  # with type
-    segment: str
-    topic: str
-    partition: int
-    start_offset: int
-    threshold_rows: int
-    window_ms: int
-    creation_ms: int
-    pauseless: bool = False  # the table's pauselessConsumptionEnabled when the consumer started
-
-
-@dataclass
-class PartitionStats:
-    """Per (table, partition) figures for /metrics and consumingSegmentsInfo; they outlive
-    segments (`rows_consumed` is Pinot's meter: counted over the process's life)."""
-
-    table: str
-    topic: str
-    partition: int
-    rows_consumed: int = 0
-    consuming: bool = False
-    current_offset: int | None = None
-    latest_offset: int | None = None
-    last_message_ms: int | None = None  # stream (producer) time of the last consumed message
-    last_consumed_ms: int | None = None  # wall time of the last fetch that returned rows
-    lost_offsets: int = 0
-    segment: str = ""  # the segment whose consumer reports here now
-    latest_checked: float = field(default=-1e9, repr=False)
-
-    def offset_lag(self, current: int | None = None) -> int:
-        """Latest upstream offset minus `current` (default: the partition's next offset)."""
-        current = self.current_offset if current is None else current
-        if self.latest_offset is None or current is None:
-            return 0
-        return max(self.latest_offset - current, 0)
-
-    def delay_ms(self, now_ms: int, current: int | None = None) -> int:
-        """Now minus the stream time of the last consumed message; 0 when caught up."""
-        if self.offset_lag(current) == 0 or self.last_message_ms is None:
-            return 0
-        return max(now_ms - self.last_message_ms, 0)
 
 
 class SegmentConsumer:
@@ -206,8 +150,13 @@ class SegmentConsumer:
         fetch_batch: int = 2000,
         fetch_timeout_ms: int = 200,
         instance_id: str = "",
+        committed_end: Callable[[], int | None] | None = None,
     ) -> None:
+        """`committed_end`: the end offset of the segment as committed (its ZK metadata, DONE),
+        None when not (yet) known: going ONLINE, the consumer then answers itself KEEP or DISCARD
+        (module docstring)."""
         self.spec = spec
+        self._committed_end = committed_end
         self.instance_id = instance_id  # names the fault-injection point of this server
         self._fail_points = (
             f"server.{instance_id}.{spec.segment}.consumer_fails",
@@ -265,8 +214,8 @@ class SegmentConsumer:
         self._wake_fetch()
 
     def finish(self) -> None:
-        """The replica went ONLINE: stop consuming, ask the controller once more (it answers KEEP
-        or DISCARD for a committed segment) and end. A commit in progress is let finish."""
+        """The replica went ONLINE: stop consuming, answer KEEP or DISCARD (module docstring) and
+        end. A commit in progress is let finish."""
         self._online.set()
         self._wakeup.set()
         self._wake_fetch()
@@ -507,6 +456,11 @@ class SegmentConsumer:
         while not self._stop.is_set():
             self._refresh_latest()
             online = self._online.is_set()
+            if online and (local := self._committed_answer()) is not None:
+                status = local  # Pinot's goOnlineFromConsuming: no call to the controller
+                log.info("%s: %s at offset %d", spec.segment, status, self.next_offset)
+                self.phase = Phase(_DONE[status])
+                return
             self.early_start = not online and self._may_start_early()
             response = self.client.segment_consumed(
                 spec.table, spec.segment, self.next_offset, reason, self.rows, self.early_start
@@ -555,6 +509,14 @@ class SegmentConsumer:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway
             self._wakeup.wait(min(self.hold_s * 2 ** max(holds - 1, 0), MAX_HOLD_S))
             self._wakeup.clear()
+
+    def _committed_answer(self) -> Status | None:
+        """KEEP when this replica ends where the committed segment ends, else DISCARD; None when
+        the committed end offset is not known here."""
+        end = None if self._committed_end is None else self._committed_end()
+        if end is None:
+            return None
+        return Status.KEEP if end == self.next_offset else Status.DISCARD
 
     def _may_start_early(self) -> bool:
         """Whether to ask for the early commit start: pauseless, and our build is not held

@@ -94,7 +94,7 @@ from .peer import SegmentFetch
 from .prefetch import MetadataPrefetch
 from .protocol import CompletionClient, LeaderLocator
 from .replica import Replica, WaitingFor
-from .specs import consuming_spec
+from .specs import committed_end_offset, consuming_spec
 
 __all__ = ["TRANSITION_THREADS", "Replica", "ServerInstance", "WaitingFor"]
 
@@ -510,7 +510,7 @@ class ServerInstance:
             consumer.join(STOP_JOIN_S)
 
     def _finish_consumer(self, replica: Replica) -> None:
-        """Going ONLINE: the consumer asks KEEP/DISCARD and ends (`SegmentConsumer.end_online`);
+        """Going ONLINE: the consumer says KEEP or DISCARD and ends (`SegmentConsumer.end_online`);
         one whose commit is in progress is waited for (`WaitingFor`), however long it takes."""
         consumer = replica.consumer
         if consumer is not None and not consumer.end_online(STOP_JOIN_S):
@@ -531,6 +531,7 @@ class ServerInstance:
             self._stats(spec),
             hold_s=self.hold_s,
             instance_id=self.instance_id,
+            committed_end=lambda: committed_end_offset(self.ctx(), table, segment),
         )
         consumer.start()
         return consumer

@@ -5,18 +5,26 @@
 segment's `segment.flush.threshold.size` (the controller's choice for this segment; 100,000 when
 absent), the time threshold from the table's stream config, the creation time from the metadata
 or, failing that, the LLC name, and pauseless mode from the table config as it is now.
+`committed_end_offset` is the CONSUMING->ONLINE transition's: the end offset of the segment once
+committed (DONE), which the consumer compares with its own (KEEP or DISCARD).
 """
 
 from __future__ import annotations
 
+import logging
+
+from tables.cluster.context import ClusterContext
+from tables.cluster.reads import ClusterReader
 from tables.domain.flush import flush_threshold_time_ms
 from tables.domain.names import LLCSegmentName
-from tables.domain.segment_metadata import SegmentZKMetadata
+from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.domain.table_config import TableConfig
 
 from .consumer import ConsumingSegment
 
-__all__ = ["DEFAULT_THRESHOLD_ROWS", "consuming_spec"]
+__all__ = ["DEFAULT_THRESHOLD_ROWS", "committed_end_offset", "consuming_spec"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD_ROWS = 100_000
 
@@ -39,3 +47,15 @@ def consuming_spec(
         creation_ms=meta.creation_time or name.creation_time_ms,
         pauseless=config.pauseless_enabled,
     )
+
+
+def committed_end_offset(ctx: ClusterContext, table: str, segment: str) -> int | None:
+    """The segment's end offset when its ZK metadata says DONE, else None; None too when it
+    cannot be read (the consumer then asks the controller)."""
+    try:
+        meta = ClusterReader(ctx).segment_metadata(table, segment)
+        if meta.status == SegmentStatus.DONE and meta.end_offset is not None:
+            return int(meta.end_offset)
+    except Exception as exc:
+        log.info("%s: committed end offset not read (%s): asking the controller", segment, exc)
+    return None

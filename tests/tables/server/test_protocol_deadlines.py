@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from django.conf import settings
@@ -54,7 +55,11 @@ class ScriptedController:
 
 
 def _consumer(
-    topic: str, controller: ScriptedController, catch_up_s: float, hold_s: float = 0.05
+    topic: str,
+    controller: ScriptedController,
+    catch_up_s: float,
+    hold_s: float = 0.05,
+    committed_end: Callable[[], int | None] | None = None,
 ) -> SegmentConsumer:
     provider = RedisTopicAdmin(get_redis(settings.REDIS_URL)).provider(topic)
     spec = ConsumingSegment(
@@ -75,6 +80,7 @@ def _consumer(
         PartitionStats(TABLE, topic, PARTITION),
         hold_s=hold_s,
         fetch_timeout_ms=50,
+        committed_end=committed_end,
     )
     consumer.catch_up_s = catch_up_s
     return consumer
@@ -161,3 +167,30 @@ def test_holds_in_a_row_wait_longer_up_to_pinots_max_hold_time(topic):
     # Doubling from hold_s while HOLD repeats, capped at 3 s (MAX_HOLD_S); any other answer
     # starts again from hold_s.
     assert waits.timeouts == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 0.5, 0.5, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("committed_end", "phase", "asked_after_online"),
+    [(4, Phase.KEPT, 0), (3, Phase.DISCARDED, 0), (None, Phase.KEPT, 1)],
+)
+def test_a_holding_replica_going_online_answers_itself_from_the_committed_end_offset(
+    topic, committed_end, phase, asked_after_online
+):
+    """Pinot's goOnlineFromConsuming: KEEP when it ends where the committed segment ends, else
+    DISCARD, without a call to the controller; only when the end offset is unknown (not DONE
+    yet) does it ask once more."""
+    controller = ScriptedController(Response(Status.HOLD))
+    # Held 3 s after its first ask (finish() ends that wait): nobody asks in between.
+    consumer = _consumer(topic, controller, 30, hold_s=3.0, committed_end=lambda: committed_end)
+    consumer.start()
+    try:
+        wait_until(lambda: len(controller.questions()) == 1, timeout=30, what="holding")
+        controller.answers = [Response(Status.KEEP)]  # the controller's answer, when asked
+        asked = len(controller.questions())
+        consumer.finish()  # the replica goes ONLINE: somebody committed
+        wait_until(lambda: consumer.phase is phase, timeout=30, what=str(phase))
+        assert consumer.join(10)
+    finally:
+        consumer.stop()
+        consumer.join(10)
+    assert len(controller.questions()) - asked == asked_after_online
