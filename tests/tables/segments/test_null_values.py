@@ -212,25 +212,23 @@ def test_a_default_that_does_not_convert_fails_the_build_naming_the_column(spark
         build_from_staging(spark, request(schema=schema), missing, tmp_path)
 
 
-def test_the_creation_time_is_written_in_the_time_columns_format(spark, tmp_path):
-    schema = {
+def _id_and_times(*times: tuple[str, str, str]) -> dict:
+    """A schema of an `id` and the dateTime columns `(name, dataType, unit:format)`."""
+    return {
         "schemaName": "nulls",
         "dimensionFieldSpecs": [{"name": "id", "dataType": "STRING"}],
         "dateTimeFieldSpecs": [
-            {
-                "name": "day",
-                "dataType": "STRING",
-                "format": "1:DAYS:SIMPLE_DATE_FORMAT:yyyyMMdd",
-                "granularity": "1:DAYS",
-            },
-            {
-                "name": "sec",
-                "dataType": "LONG",
-                "format": "1:SECONDS:EPOCH",
-                "granularity": "1:SECONDS",
-            },
+            {"name": name, "dataType": kind, "format": f"1:{fmt}", "granularity": f"1:{unit}"}
+            for name, kind, fmt in times
+            for unit in [fmt.split(":")[0]]
         ],
     }
+
+
+def test_the_creation_time_is_written_in_the_time_columns_format(spark, tmp_path):
+    schema = _id_and_times(
+        ("day", "STRING", "DAYS:SIMPLE_DATE_FORMAT:yyyyMMdd"), ("sec", "LONG", "SECONDS:EPOCH")
+    )
     rows = [{"id": "a", "day": "20210720", "sec": 1_626_800_000}, {"id": "b"}]
     staged = stage(rows, tmp_path / "rows.parquet")
     by_day, by_sec = copy.deepcopy(CONFIG), copy.deepcopy(CONFIG)
@@ -262,18 +260,7 @@ def test_the_creation_time_is_written_in_the_time_columns_format(spark, tmp_path
 def test_builds_of_other_creation_times_reuse_the_generated_code(spark, tmp_path):
     """The creation time reaches the job as data, not as a literal of its plan: a literal would
     make every build's generated code new, compiled again by Janino and then by the JIT."""
-    schema = {
-        "schemaName": "nulls",
-        "dimensionFieldSpecs": [{"name": "id", "dataType": "STRING"}],
-        "dateTimeFieldSpecs": [
-            {
-                "name": "ts",
-                "dataType": "LONG",
-                "format": "1:MILLISECONDS:EPOCH",
-                "granularity": "1:MILLISECONDS",
-            }
-        ],
-    }
+    schema = _id_and_times(("ts", "LONG", "MILLISECONDS:EPOCH"))
     staged = stage([{"id": "a", "ts": T0}, {"id": "b"}], tmp_path / "rows.parquet")
     compilations = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     counts, times = [], []
