@@ -6,6 +6,7 @@ Every write is compare-and-set, and skipped when nothing changed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from tables.cluster.context import ClusterContext
@@ -15,6 +16,8 @@ from tables.zk.errors import BadVersion, NodeExists, NoNode
 from tables.zk.records import create_record, read_record, write_record
 
 __all__ = ["live_instances", "refresh_table_views"]
+
+log = logging.getLogger(__name__)
 
 
 def _children(ctx: ClusterContext, path: str) -> list[str]:
@@ -34,21 +37,28 @@ def live_instances(ctx: ClusterContext) -> dict[str, str]:
     return out
 
 
+#: Attempts of one view write that another writer keeps beating (the next refresh tries again).
+WRITE_ATTEMPTS = 5
+
+
 def _write_if_changed(ctx: ClusterContext, path: str, record: ZNRecord) -> bool:
-    found = read_record(ctx.client, path)
-    if found is None:
+    """Write the view unless equal; False when equal, or when another writer won every attempt
+    (a controller that no longer leads the table, briefly): the next refresh looks again."""
+    for _ in range(WRITE_ATTEMPTS):
+        found = read_record(ctx.client, path)
         try:
-            create_record(ctx.client, path, record)
-        except NodeExists:
-            return _write_if_changed(ctx, path, record)
-        return True
-    if found.record.map_fields == record.map_fields:
-        return False
-    try:  # a compare-and-set on the version just read: no second read of a large record
-        write_record(ctx.client, path, record, found.version)
-    except (BadVersion, NoNode):  # written or deleted meanwhile: look again
-        return _write_if_changed(ctx, path, record)
-    return True
+            if found is None:
+                create_record(ctx.client, path, record)
+                return True
+            if found.record.map_fields == record.map_fields:
+                return False
+            # A compare-and-set on the version just read: no second read of a large record.
+            write_record(ctx.client, path, record, found.version)
+            return True
+        except (NodeExists, BadVersion, NoNode):  # written or deleted meanwhile: look again
+            continue
+    log.info("%s: written by someone else on each of %d attempts", path, WRITE_ATTEMPTS)
+    return False
 
 
 def refresh_table_views(ctx: ClusterContext, leads: Callable[[str], bool]) -> list[str]:

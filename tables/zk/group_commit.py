@@ -37,7 +37,8 @@ Contract:
   call left the record as it was, or any call raised, its outcome is dropped and the batch runs
   at once from a fresh read (so a "no change" or an error always answers the znode as it is,
   never what this process last wrote; such a call may thus run twice). Any failure drops what
-  was kept.
+  was kept, and so does `KNOWN_FOR_S` passing (a write is a base for the batches of the same
+  burst only); it is kept per kazoo client object, so a new client starts with nothing.
 - A mutation that itself updates the same znode through the same client is not queued behind
   its own batch (that would wait forever): it writes on its own, and the batch then meets a
   version conflict and is applied again, as nested `update_record` calls behave.
@@ -50,9 +51,11 @@ import copy
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.exceptions import BadVersionError
 
@@ -67,6 +70,11 @@ __all__ = ["GroupCommit", "update_idealstate", "waiting"]
 
 Mutate = Callable[[ZNRecord], ZNRecord | None]
 DEFAULT_MAX_ATTEMPTS = 200
+#: How long the last write of a znode is trusted as the base of the next batch. A burst of
+#: commits writes within it; past it a batch reads, so that a znode deleted and made again (its
+#: version starting over) cannot pass a compare-and-set meant for the old one by the chance of
+#: an equal version, later than a burst.
+KNOWN_FOR_S = 2.0
 
 
 @dataclass(eq=False)
@@ -104,27 +112,38 @@ class GroupCommit:
         self,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_attempts = max_attempts
         self.sleep = sleep
+        self.clock = clock
         self._lock = threading.Lock()
         self._queues: dict[tuple[int, str], _Queue] = {}
         self._local = threading.local()
-        self._written: dict[tuple[int, str], tuple[bytes, int]] = {}  # last write: data, version
+        # per kazoo client (weakly: a new client never inherits a dead one's), per path: the
+        # last write's bytes, the version they got and when
+        self._written: weakref.WeakKeyDictionary[Any, dict[str, tuple[bytes, int, float]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def reset(self) -> None:
         """Forget every queue (a forked child: the threads that held them are not there)."""
         self._lock = threading.Lock()
         self._queues = {}
-        self._written = {}
+        self._written = weakref.WeakKeyDictionary()
 
-    def _last_written(self, key: tuple[int, str]) -> tuple[bytes, int] | None:
+    def _last_written(self, client: ZkStore, path: str) -> tuple[bytes, int] | None:
+        """The last write of `path` through `client`, if made within `KNOWN_FOR_S`; forgotten
+        once asked (the caller writes again, or reads)."""
         with self._lock:
-            return self._written.pop(key, None)
+            known = self._written.get(raw(client), {}).pop(path, None)
+        if known is None or self.clock() - known[2] > KNOWN_FOR_S:
+            return None
+        return known[0], known[1]
 
-    def _wrote(self, key: tuple[int, str], data: bytes, version: int) -> None:
+    def _wrote(self, client: ZkStore, path: str, data: bytes, version: int) -> None:
         with self._lock:
-            self._written[key] = (data, version)
+            self._written.setdefault(raw(client), {})[path] = (data, version, self.clock())
 
     def waiting(self, client: ZkStore, path: str) -> int:
         """How many calls for `path` wait for a leader to take them (for tests)."""
@@ -230,10 +249,9 @@ class _Batch:
     def _attempt(self, live: list[_Call]) -> bool:
         """Read, apply every live call, write; False on a version conflict. First, when the last
         write of this queue is known, the same on its bytes without the read (module contract)."""
-        key = GroupCommit._key(self.client, self.path)
-        known = self.owner._last_written(key)
+        known = self.owner._last_written(self.client, self.path)
         if known is not None:
-            tried = self._try_known(live, key, *known)
+            tried = self._try_known(live, *known)
             if tried is not None:  # written, or a conflict: retried as any conflict is
                 return tried
         data, stat = self.client.get(self.path)
@@ -246,13 +264,11 @@ class _Batch:
             written = self.client.set(self.path, encoded, version=stat.version)
         except BadVersionError:
             return False
-        self.owner._wrote(key, encoded, written.version)
+        self.owner._wrote(self.client, self.path, encoded, written.version)
         self._settle(live, written.version, written.mtime)
         return True
 
-    def _try_known(
-        self, live: list[_Call], key: tuple[int, str], data: bytes, version: int
-    ) -> bool | None:
+    def _try_known(self, live: list[_Call], data: bytes, version: int) -> bool | None:
         """The batch applied to the last write's bytes and written on its version: True when that
         held; False on a version conflict (someone else wrote); None when it does not count (no
         change, or a call raised). Unless True, every call is as it was before."""
@@ -262,7 +278,7 @@ class _Batch:
             if state is not None and all(call.error is None for call in live):
                 encoded = codec.encode(state)
                 written = self.client.set(self.path, encoded, version=version)
-                self.owner._wrote(key, encoded, written.version)
+                self.owner._wrote(self.client, self.path, encoded, written.version)
                 self._settle(live, written.version, written.mtime)
                 return True
         except BadVersionError:

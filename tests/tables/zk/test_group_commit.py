@@ -15,7 +15,7 @@ from tables.domain.znrecord import ZNRecord
 from tables.zk import codec
 from tables.zk.client import new_client
 from tables.zk.errors import NoNode
-from tables.zk.group_commit import update_idealstate, waiting
+from tables.zk.group_commit import KNOWN_FOR_S, GroupCommit, update_idealstate, waiting
 from tables.zk.records import VersionedRecord, create_record, read_record
 from tables.zk.zookeeper import as_store
 from tests.poll import wait_until
@@ -293,3 +293,26 @@ def test_another_process_writing_in_between_is_read_by_the_next_batch(store, set
     finally:
         other.stop()
         other.close()
+
+
+def test_a_write_is_a_base_only_within_known_for_s_and_only_for_its_own_client(
+    store, settings, monkeypatch
+):
+    now = [100.0]
+    group = GroupCommit(clock=lambda: now[0])
+    reads: list[str] = []
+    real_get = store.get
+    monkeypatch.setattr(store, "get", lambda path: reads.append(path) or real_get(path))
+    group.update(store, PATH, _append("a"))
+    group.update(store, PATH, _append("b"))
+    assert len(reads) == 1  # b on the bytes a wrote
+    now[0] += KNOWN_FOR_S + 0.1
+    group.update(store, PATH, _append("c"))
+    assert len(reads) == 2  # too old: read again
+    other = as_store(new_client(settings.ZK_HOSTS))
+    try:
+        assert group._last_written(other, PATH) is None  # another client knows nothing
+    finally:
+        other.stop()
+        other.close()
+    assert _order(store) == ["a", "b", "c"]
