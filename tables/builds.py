@@ -22,7 +22,11 @@ Contract:
   per schema, each segment byte-identical to its build alone. Each request is its own `Job` row (its
   own task id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or
   fails on its own, and a failure is counted once, by the batch; the batch hands each other
-  request's outcome over at once (`on_outcome`: the Celery task stores it as that task's result).
+  request's outcome over at once (`on_outcome`: the Celery task stores it as that task's result):
+  a segment as soon as it is published (`PUBLISH_EVERY` at a time, while the batch still writes
+  the others' tars, before the Job rows are recorded), a failure once recorded. Should the
+  batch's process die in between, a committer may commit a segment whose Job row is still
+  RUNNING (the next attempt of that build marks it ABANDONED).
   The task of a request a batch built returns the outcome recorded in its Job row (a failure: raises
   `BuildError` with the recorded error) without building again, then builds what is still pending
   (instead of leaving it to the tasks queued behind it); while another batch still holds its claim,
@@ -103,6 +107,9 @@ BURST_WAIT_MAX_S = 0.6  # the longest a batch waits for a burst to settle
 ANNOUNCED_WAIT_MAX_S = 3.0
 ANNOUNCED_STALL_S = 0.4
 CLAIM_POLL_S = 0.2
+#: A batch publishes its segments this many at a time as they are made (the syncs of a group are
+#: shared) and hands each over at once, so commits start while the rest are still being written.
+PUBLISH_EVERY = 8
 
 log = logging.getLogger(__name__)
 
@@ -361,19 +368,26 @@ def _run_batch(
     if not batch:
         return []
     ids = [b.task_id for b in batch]
+    handed: set[str] = set()
+
+    def hand_over(build: PendingBuild, outcome: BuildOutcome | Exception) -> None:
+        if on_outcome is None or build.task_id == leader or build.task_id in handed:
+            return
+        handed.add(build.task_id)
+        try:
+            on_outcome(build.task_id, outcome)
+        except Exception:  # its own task still returns it
+            log.exception("could not hand over the outcome of %s", build.task_id)
+
     try:
         with Heartbeat(queue, ids, leader):
-            outcomes = _build_all(ctx, batch, leader=leader)
+            outcomes = _build_all(ctx, batch, leader=leader, on_published=hand_over)
     except BaseException:
         _quietly(queue.release, ids, leader)  # their own tasks build them
         raise
     _quietly(queue.finish, ids)
     for build, outcome in zip(batch, outcomes, strict=True):
-        if on_outcome is not None and build.task_id != leader:
-            try:
-                on_outcome(build.task_id, outcome)
-            except Exception:  # its own task still returns it
-                log.exception("could not hand over the outcome of %s", build.task_id)
+        hand_over(build, outcome)
     return outcomes
 
 
@@ -438,11 +452,21 @@ def _request_cached(
 
 
 def _build_all(
-    ctx: ClusterContext, batch: list[PendingBuild], leader: str
+    ctx: ClusterContext,
+    batch: list[PendingBuild],
+    leader: str,
+    on_published: Callable[[PendingBuild, BuildOutcome], None] | None = None,
 ) -> list[BuildOutcome | Exception]:
     """Build and publish every request of `batch` (one Spark job per schema), recording each
-    attempt as a Job row; one outcome per request, in order (module docstring)."""
+    attempt as a Job row; one outcome per request, in order (module docstring).
+    `on_published(request, outcome)` is told each request's outcome as soon as its segment is
+    published, before the batch is over and before its Job row is recorded; it must not raise."""
     jobs = _start_build_jobs(batch)
+
+    def published(index: int, result: BuildResult, uri: str) -> None:
+        if on_published is not None:
+            on_published(batch[index], _built_outcome(batch[index], result, uri, jobs[index].pk))
+
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
     outcomes: list[tuple[BuildResult, str] | Exception | None] = [None] * len(batch)
@@ -459,7 +483,7 @@ def _build_all(
             except Exception as exc:  # this request only
                 outcomes[index] = exc
         if prepared:
-            _build_and_publish(store, batch, prepared, outcomes)
+            _build_and_publish(store, batch, prepared, outcomes, published)
     except Exception as exc:  # no Spark, no deep store: every request not done yet fails
         outcomes = [o if o is not None else exc for o in outcomes]
     duration_ms = int((time.monotonic() - started) * 1000)
@@ -498,26 +522,43 @@ def _build_and_publish(
     batch: list[PendingBuild],
     prepared: list[tuple[int, BuildRequest]],
     outcomes: list[tuple[BuildResult, str] | Exception | None],
+    on_published: Callable[[int, BuildResult, str], None],
 ) -> None:
+    """Build the `prepared` requests of `batch` in one `build_batch` and publish each tar as soon
+    as it is made, `PUBLISH_EVERY` at a time (their syncs shared); `on_published(index, result,
+    uri)` for each one published, then (index into `batch`) in `outcomes`."""
     spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
+    waiting: list[tuple[int, BuildResult, str]] = []  # built, not published yet
+
+    def publish() -> None:
+        ready = list(waiting)
+        waiting.clear()
+        uris = store.publish_many([(result.tar_path, key) for _, result, key in ready])
+        for (index, result, _), uri in zip(ready, uris, strict=True):
+            outcomes[index] = uri if isinstance(uri, Exception) else (result, uri)
+            if not isinstance(uri, Exception):
+                on_published(index, result, uri)
+
+    def built(position: int, result: BuildResult | Exception) -> None:
+        index, request = prepared[position]
+        if isinstance(result, Exception):
+            outcomes[index] = result
+            return
+        build = batch[index]
+        key = build.output_key or store.segment_key(request.table_name, build.segment)
+        waiting.append((index, result, key))
+        if len(waiting) >= PUBLISH_EVERY:
+            publish()
+
     with tempfile.TemporaryDirectory(prefix="segment-build-") as tmp:
         work = Path(tmp)
         items = [
             BatchItem(request, store.uri_for(batch[index].staging_key), work / str(index))
             for index, request in prepared
         ]
-        results = build_batch(spark, items, work / "scratch")
-        built: list[tuple[int, BuildResult, str]] = []
-        for (index, request), result in zip(prepared, results, strict=True):
-            if isinstance(result, Exception):
-                outcomes[index] = result
-                continue
-            build = batch[index]
-            key = build.output_key or store.segment_key(request.table_name, build.segment)
-            built.append((index, result, key))
-        published = store.publish_many([(result.tar_path, key) for _, result, key in built])
-        for (index, result, _), uri in zip(built, published, strict=True):
-            outcomes[index] = uri if isinstance(uri, Exception) else (result, uri)
+        build_batch(spark, items, work / "scratch", on_result=built)
+        if waiting:
+            publish()
 
 
 def _record(
@@ -553,6 +594,21 @@ def _record(
     if batch is not None:
         job.details["batch"] = batch
     return job
+
+
+def _built_outcome(build: PendingBuild, result: BuildResult, uri: str, job_id: int) -> BuildOutcome:
+    """What `_outcome` answers for the Job row `_record` makes of `(result, uri)`."""
+    return BuildOutcome(
+        segment=build.segment,
+        download_uri=uri,
+        rows=result.total_docs,
+        incomplete_rows=result.incomplete_rows,
+        size_bytes=result.size_bytes,
+        crc=result.crc,
+        start_time_ms=result.start_time_ms,
+        end_time_ms=result.end_time_ms,
+        job_id=job_id,
+    )
 
 
 def _outcome(job: Job) -> BuildOutcome:

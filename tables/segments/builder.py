@@ -71,7 +71,7 @@ import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,10 +256,25 @@ def _jobs(
 
 
 def build_batch(
-    spark: SparkSession, items: Sequence[BatchItem], scratch_dir: Path
+    spark: SparkSession,
+    items: Sequence[BatchItem],
+    scratch_dir: Path,
+    on_result: Callable[[int, BuildResult | Exception], None] | None = None,
 ) -> list[BuildResult | Exception]:
-    """Build every item (see the module docstring); one outcome per item, in order."""
+    """Build every item (see the module docstring); one outcome per item, in order.
+    `on_result(index, outcome)` is called with each item's outcome as soon as it is known (the
+    segments of one Spark job are finished one after another), in no particular order; an
+    exception it raises fails that item."""
     outcomes: list[BuildResult | Exception | None] = [None] * len(items)
+
+    def settle(index: int, outcome: BuildResult | Exception) -> None:
+        if on_result is not None:
+            try:
+                on_result(index, outcome)
+            except Exception as exc:
+                outcome = exc
+        outcomes[index] = outcome
+
     plans: dict[int, GroupPlan] = {}
     inputs: dict[int, str] = {}
     for index, item in enumerate(items):
@@ -269,7 +284,7 @@ def build_batch(
             inputs[index] = _readable_input(item.staging_uri, Path(item.work_dir))
             plans[index] = plan
         except Exception as exc:  # this item only
-            outcomes[index] = exc
+            settle(index, exc)
     scratch_dir = Path(scratch_dir)
     for plan, indices, collect in _jobs(items, plans):
         pairs = [(i, inputs[i]) for i in indices]
@@ -280,11 +295,14 @@ def build_batch(
             try:
                 if isinstance(output, Exception):
                     raise output
-                outcomes[index] = finish(
-                    item.request, plan, output, index, Path(item.work_dir), len(items)
-                )
+                result = finish(item.request, plan, output, index, Path(item.work_dir), len(items))
             except Exception as exc:
-                outcomes[index] = exc
+                settle(index, exc)
+            else:
+                settle(index, result)
+    for index, outcome in enumerate(outcomes):
+        if outcome is None:
+            settle(index, BuildError("not built"))
     return [o if o is not None else BuildError("not built") for o in outcomes]
 
 

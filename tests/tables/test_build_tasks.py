@@ -221,6 +221,7 @@ def test_pending_builds_are_built_in_one_batch_each_on_its_own(celery_workers, g
     for i, result in zip(range(1, 3), results, strict=False):
         outcome = result.get(TASK_TIMEOUT)
         assert outcome["job_id"] == jobs[ids[i]].pk and outcome["rows"] == ends[i] - 1
+        assert outcome == handed[i - 1].result  # handed over before it was recorded: the same
         assert outcome["download_uri"] == builds.deep_store().uri_for(batched[i])
     with pytest.raises(Exception, match="outside"):
         results[2].get(TASK_TIMEOUT)

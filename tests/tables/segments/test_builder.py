@@ -283,7 +283,16 @@ def test_a_batch_builds_each_segment_as_its_build_alone(spark, built, staging, t
         builder.BatchItem(req, str(path), tmp_path / f"batch-{i}")
         for i, (req, path) in enumerate(items)
     ]
-    outcomes = builder.build_batch(spark, batch, tmp_path / "scratch")
+    told: list[tuple[int, object, bool]] = []  # (index, outcome, its tar there when told)
+
+    def on_result(index: int, outcome: object) -> None:
+        tar = getattr(outcome, "tar_path", None)
+        told.append((index, outcome, tar is None or tar.exists()))
+
+    outcomes = builder.build_batch(spark, batch, tmp_path / "scratch", on_result=on_result)
+    # Each item's outcome was told once, as soon as it was known, its tar already written.
+    assert sorted((i, o) for i, o, _ in told) == sorted(enumerate(outcomes), key=lambda p: p[0])
+    assert all(ready for _, _, ready in told)
     assert isinstance(outcomes[3], BuildError) and "repeats offsets" in str(outcomes[3])
     assert isinstance(outcomes[5], BuildError) and "missing.parquet" in str(outcomes[5])
     assert outcomes[0].tar_path.read_bytes() == built.tar_path.read_bytes()
