@@ -358,7 +358,7 @@ class SegmentCompletionFSM:
         if instance == self._winner:
             self._state = FsmState.COMMITTER_NOTIFIED
             return self._commit(offset)
-        return self._hold(offset) if offset == winning else self._catch_up()
+        return self._hold_chosen(offset) if offset == winning else self._catch_up()
 
     def _consumed_notified(self, instance: str, offset: int, now_ms: int) -> Response:
         if self._too_late(now_ms):
@@ -369,15 +369,15 @@ class SegmentCompletionFSM:
             # Pinot moves to ABORTED here without counting an abort.
             self._state = FsmState.ABORTED
             return RESP_DISCARD
-        return self._catch_up() if offset < self._winning_offset else self._hold(offset)
+        return self._catch_up() if offset < self._winning_offset else self._hold_chosen(offset)
 
     def _consumed_after_commit_start(self, instance: str, offset: int, now_ms: int) -> Response:
         if self._too_late(now_ms) or instance == self._winner:
             return self._abort_hold(offset)
         if offset == self._winning_offset:
             # Pauseless: the next segment already exists, so the replica may build its own copy.
-            return self._keep(offset) if self.pauseless else self._hold(offset)
-        return self._catch_up() if offset < self._winning_offset else self._hold(offset)
+            return self._keep(offset) if self.pauseless else self._hold_chosen(offset)
+        return self._catch_up() if offset < self._winning_offset else self._hold_chosen(offset)
 
     # --- segmentCommitStart -----------------------------------------------------------------------
 
@@ -508,6 +508,11 @@ class SegmentCompletionFSM:
     @staticmethod
     def _hold(offset: int) -> Response:
         return Response(Status.HOLD, str(offset))
+
+    @staticmethod
+    def _hold_chosen(offset: int) -> Response:
+        """HOLD for a replica that is not the chosen committer (`committerChosen`)."""
+        return Response(Status.HOLD, str(offset), committer_chosen=True)
 
     @staticmethod
     def _keep(offset: int) -> Response:

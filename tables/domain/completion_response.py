@@ -5,7 +5,10 @@ Contract:
   present, null when unset), `buildTimeSec` (-1 when unset), `isSplitCommitType` (always true,
   deprecated), then `controllerVipUrl` and `segmentLocation` only when set, and this project's
   `commitStarted` (true only: a COMMIT whose segmentConsumed also ran commit start, the early
-  commit start of `tables.domain.completion`; a server that does not know it ignores it).
+  commit start of `tables.domain.completion`; a server that does not know it ignores it) and
+  `committerChosen` (true only: a HOLD while another replica is the chosen committer, so the
+  asker has nothing to do until that commit ends or fails; servers then wait Pinot's full hold
+  time before asking again instead of their shorter first hold, and going ONLINE ends the wait).
 - Offsets travel as strings, whatever their type in the stream.
 - The `RESP_*` constants are Pinot's canned responses: no offset, buildTimeSec -1.
 """
@@ -53,6 +56,7 @@ class Response:
     controller_vip_url: str | None = None
     segment_location: str | None = None
     commit_started: bool = False  # the early commit start ran in the call this answers
+    committer_chosen: bool = False  # a HOLD: another replica is the chosen committer
 
     def to_json(self) -> dict[str, Any]:
         """§5.3: the offset key is always present (null when None), the last two only when set."""
@@ -68,6 +72,8 @@ class Response:
             out["segmentLocation"] = self.segment_location
         if self.commit_started:
             out["commitStarted"] = True
+        if self.committer_chosen:
+            out["committerChosen"] = True
         return out
 
     @classmethod
@@ -81,6 +87,7 @@ class Response:
             controller_vip_url=data.get("controllerVipUrl"),
             segment_location=data.get("segmentLocation"),
             commit_started=data.get("commitStarted") is True,
+            committer_chosen=data.get("committerChosen") is True,
         )
 
 

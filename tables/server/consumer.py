@@ -18,7 +18,9 @@ Contract:
   doubled for every further HOLD in a row up to `MAX_HOLD_S` (Pinot's MAX_HOLD_TIME_MS, 3 s, which
   the controller's FSM allows for): a replica waiting out someone else's commit asks a few times,
   not every `hold_s` (64 partitions pausing at once made ~130 such calls a second), and going
-  ONLINE still ends the wait at once;
+  ONLINE still ends the wait at once; a HOLD that says another replica is the chosen committer
+  (`committerChosen`) waits `MAX_HOLD_S` at once (a 64-partition pause asked ~150 times in 2 s
+  while the 64 committers built);
   CATCH_UP -> consume exactly up to the given offset and ask again, giving up after `catch_up_s`
   (default: the FSM's notify-winner time plus the default commit timeout, past which the
   controller's FSM has aborted anyway) and asking again from where it got; a CATCH_UP to an offset
@@ -507,8 +509,16 @@ class SegmentConsumer:
                 log.warning("%s: unexpected answer %s to segmentConsumed", spec.segment, status)
             if online:
                 return  # asked once more after going ONLINE: the committed copy is fetched anyway
-            self._wakeup.wait(min(self.hold_s * 2 ** max(holds - 1, 0), MAX_HOLD_S))
+            self._wakeup.wait(self._hold_wait(response, holds))
             self._wakeup.clear()
+
+    def _hold_wait(self, response: Response, holds: int) -> float:
+        """How long to wait before asking again: Pinot's full hold while another replica is the
+        chosen committer (its commit ending or failing is what this replica waits for; going
+        ONLINE ends the wait), else `hold_s` doubled for every further HOLD in a row."""
+        if response.committer_chosen:
+            return MAX_HOLD_S
+        return min(self.hold_s * 2 ** max(holds - 1, 0), MAX_HOLD_S)
 
     def _committed_answer(self) -> Status | None:
         """KEEP when this replica ends where the committed segment ends, else DISCARD; None when

@@ -153,6 +153,11 @@ def hold(offset: int) -> Response:
     return Response(Status.HOLD, str(offset))
 
 
+def chosen_hold(offset: int) -> Response:
+    """HOLD for a replica while another one is the chosen committer."""
+    return Response(Status.HOLD, str(offset), committer_chosen=True)
+
+
 def catch_up(offset: int) -> Response:
     return Response(Status.CATCH_UP, str(offset))
 
@@ -218,11 +223,18 @@ def test_segment_location_is_serialized_only_when_set() -> None:
         hold(7),
         commit(6_000_000),
         Response(Status.UPLOAD_SUCCESS, "1", segment_location="peer:///seg"),
+        chosen_hold(8),
     ],
-    ids=["failed", "hold", "commit", "upload"],
+    ids=["failed", "hold", "commit", "upload", "chosen-hold"],
 )
 def test_response_json_round_trips(response: Response) -> None:
     assert Response.from_json(json.loads(json.dumps(response.to_json()))) == response
+
+
+def test_committer_chosen_is_serialized_only_when_set() -> None:
+    assert chosen_hold(5).to_json()["committerChosen"] is True
+    assert "committerChosen" not in hold(5).to_json()
+    assert "committerChosen" not in commit(5).to_json()
 
 
 def test_status_has_every_protocol_status() -> None:
@@ -457,7 +469,7 @@ def test_decided_winner_at_winning_offset_gets_commit(pauseless: bool) -> None:
 @BOTH
 @pytest.mark.parametrize(
     ("instance", "offset", "expected"),
-    [(S2, 100, hold(100)), (S2, 95, catch_up(100)), (S3, 10, catch_up(100))],
+    [(S2, 100, chosen_hold(100)), (S2, 95, catch_up(100)), (S3, 10, catch_up(100))],
     ids=["non-winner-equal", "non-winner-lower", "newcomer-lower"],
 )
 def test_decided_non_winner_holds_or_catches_up(
@@ -524,7 +536,7 @@ def test_notified_winner_with_other_offset_is_discarded_without_abort_meter(
 @BOTH
 @pytest.mark.parametrize(
     ("offset", "expected"),
-    [(100, hold(100)), (90, catch_up(100)), (120, hold(120))],
+    [(100, chosen_hold(100)), (90, catch_up(100)), (120, chosen_hold(120))],
     ids=["equal", "lower", "higher"],
 )
 def test_notified_non_winner(pauseless: bool, offset: int, expected: Response) -> None:
@@ -555,14 +567,16 @@ def test_uploading_non_winner_at_winning_offset_holds_or_keeps_when_pauseless(
     pauseless: bool,
 ) -> None:
     fsm, _ = fsm_in(FsmState.COMMITTER_UPLOADING, pauseless=pauseless)
-    expected = keep(100) if pauseless else hold(100)
+    expected = keep(100) if pauseless else chosen_hold(100)
     assert fsm.segment_consumed(S2, 100, None, T0 + 5_000) == expected
     assert fsm.state is FsmState.COMMITTER_UPLOADING
 
 
 @BOTH
 @pytest.mark.parametrize(
-    ("offset", "expected"), [(90, catch_up(100)), (120, hold(120))], ids=["lower", "higher"]
+    ("offset", "expected"),
+    [(90, catch_up(100)), (120, chosen_hold(120))],
+    ids=["lower", "higher"],
 )
 def test_uploading_non_winner_other_offset(
     pauseless: bool, offset: int, expected: Response
@@ -590,9 +604,9 @@ def test_uploading_winner_reporting_or_too_late_aborts_with_hold(
 @pytest.mark.parametrize(
     ("instance", "offset", "now", "blocking", "pauseless_expected", "aborts"),
     [
-        (S2, 100, T0 + 5_000, hold(100), keep(100), 0),
+        (S2, 100, T0 + 5_000, chosen_hold(100), keep(100), 0),
         (S2, 90, T0 + 5_000, catch_up(100), catch_up(100), 0),
-        (S2, 120, T0 + 5_000, hold(120), hold(120), 0),
+        (S2, 120, T0 + 5_000, chosen_hold(120), chosen_hold(120), 0),
         (S1, 100, T0 + 5_000, hold(100), hold(100), 1),
         (S2, 100, COMMIT_DEADLINE + 1, hold(100), hold(100), 1),
     ],
@@ -1022,12 +1036,12 @@ def test_blocking_three_replicas_end_to_end() -> None:
     assert fsm.segment_consumed(S1, 100, REASON_TIME_LIMIT, T0) == hold(100)
     assert fsm.segment_consumed(S2, 100, REASON_TIME_LIMIT, T0 + 200) == hold(100)
     assert fsm.segment_consumed(S3, 80, REASON_TIME_LIMIT, T0 + 400) == catch_up(100)
-    assert fsm.segment_consumed(S3, 100, None, T0 + 1_000) == hold(100)
+    assert fsm.segment_consumed(S3, 100, None, T0 + 1_000) == chosen_hold(100)
     assert fsm.winner == S1  # first of the tied replicas; S3 was not at the max
     assert fsm.segment_consumed(S1, 100, None, T0 + 3_000) == commit(100)
-    assert fsm.segment_consumed(S2, 100, None, T0 + 3_100) == hold(100)
+    assert fsm.segment_consumed(S2, 100, None, T0 + 3_100) == chosen_hold(100)
     assert fsm.segment_commit_start(S1, 100, T0 + 20_000) == RESP_COMMIT_CONTINUE
-    assert fsm.segment_consumed(S2, 100, None, T0 + 21_000) == hold(100)
+    assert fsm.segment_consumed(S2, 100, None, T0 + 21_000) == chosen_hold(100)
     assert fsm.segment_commit_end(S1, 100, LOCATION, METADATA, T0 + 25_000) == RESP_COMMIT_SUCCESS
     assert fsm.segment_consumed(S2, 100, None, T0 + 26_000) == keep(100)
     assert fsm.segment_consumed(S3, 90, None, T0 + 26_000) == RESP_DISCARD

@@ -19,6 +19,7 @@ from tables.domain.completion_response import Response, Status
 from tables.redisconn import get_redis
 from tables.server.consumer import (
     CATCH_UP_S,
+    MAX_HOLD_S,
     ConsumingSegment,
     PartitionStats,
     Phase,
@@ -167,6 +168,19 @@ def test_holds_in_a_row_wait_longer_up_to_pinots_max_hold_time(topic):
     # Doubling from hold_s while HOLD repeats, capped at 3 s (MAX_HOLD_S); any other answer
     # starts again from hold_s.
     assert waits.timeouts == [0.5, 1.0, 2.0, 3.0, 3.0, 3.0, 0.5, 0.5, 1.0]
+
+
+def test_a_hold_while_another_replica_commits_waits_pinots_max_hold_time(topic):
+    """`committerChosen`: nothing to do until that commit ends (ONLINE ends the wait) or fails,
+    so the first wait is already MAX_HOLD_S; plain HOLDs go on doubling from hold_s."""
+    chosen = Response(Status.HOLD, offset="4", committer_chosen=True)
+    plain = Response(Status.HOLD, offset="4")
+    controller = ScriptedController(chosen, chosen, plain, Response(Status.KEEP, offset="4"))
+    consumer = _consumer(topic, controller, catch_up_s=CATCH_UP_S, hold_s=0.5)
+    waits = consumer._wakeup = RecordedWaits()
+    _run_until(consumer, Phase.KEPT, "kept")
+    assert len(controller.questions()) == 4
+    assert waits.timeouts == [MAX_HOLD_S, MAX_HOLD_S, 2.0]
 
 
 @pytest.mark.parametrize(
