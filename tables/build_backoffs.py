@@ -11,6 +11,8 @@ Contract:
 - `hold(table, segment, fingerprint, now_ms)` is what a committer asks before it builds (and its
   consumer, while it waits): the `Hold` to wait for, or None. A changed fingerprint (a config fix)
   or a cleared row lets the build run at once.
+- `read_many(keys)` / `succeeded_many(keys)`: `read` / `succeeded` of many (table, segment) keys
+  in one query (a server's committers asking at once, `tables.server.build_holds`).
 - `record_failure` adds one failure in one transaction (the row locked where the database can;
   two replicas failing at once both count); `succeeded` deletes the row (a later failure starts
   the back-off again); `clear` is the operator's "Retry now": deletes it, True when there was one.
@@ -34,10 +36,11 @@ controller acts on: losing a row only means one more build attempt.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from tables.cluster.errors import BadRequest, NotFound
 from tables.domain.build_backoff import BackoffPolicy, FailureRecord, Hold, after_failure
@@ -58,10 +61,12 @@ __all__ = [
     "hold",
     "policy",
     "read",
+    "read_many",
     "record_failure",
     "retry",
     "rows",
     "succeeded",
+    "succeeded_many",
 ]
 
 
@@ -95,6 +100,25 @@ def as_record(row: FailedBuild) -> FailureRecord:
 def read(table: str, segment: str) -> FailureRecord | None:
     row = FailedBuild.objects.filter(table=table, segment=segment).first()
     return None if row is None else as_record(row)
+
+
+def _of(keys: Iterable[tuple[str, str]]) -> QuerySet[FailedBuild] | None:
+    """The rows of `keys` (one condition per table); None for no keys."""
+    by_table: dict[str, set[str]] = {}
+    for table, segment in keys:
+        by_table.setdefault(table, set()).add(segment)
+    if not by_table:
+        return None
+    wanted = Q()
+    for table, segments in by_table.items():
+        wanted |= Q(table=table, segment__in=sorted(segments))
+    return FailedBuild.objects.filter(wanted)
+
+
+def read_many(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], FailureRecord]:
+    """`read` of every (table, segment) of `keys` in one query: the records found, by key."""
+    found = _of(keys)
+    return {} if found is None else {(r.table, r.segment): as_record(r) for r in found}
 
 
 def hold(table: str, segment: str, fingerprint: str | None, now_ms: int) -> Hold | None:
@@ -144,6 +168,13 @@ def record_failure(
 
 def succeeded(table: str, segment: str) -> None:
     FailedBuild.objects.filter(table=table, segment=segment).delete()
+
+
+def succeeded_many(keys: Iterable[tuple[str, str]]) -> None:
+    """`succeeded` of every (table, segment) of `keys` in one statement."""
+    found = _of(keys)
+    if found is not None:
+        found.delete()
 
 
 def clear(table: str, segment: str) -> bool:

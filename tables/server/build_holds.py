@@ -24,14 +24,20 @@ Contract:
   `succeeded` deletes in the background. Every database call runs on one thread of the server
   (one connection, checked with `close_old_connections` before each use), not on the consumer
   threads, which would otherwise each open one.
+- Reads and deletes asked for while that thread is busy are done together: every read queued
+  when the thread gets to them is one query (`build_backoffs.read_many`), every delete one
+  statement (`build_backoffs.succeeded_many`); each is still made after it was asked for. In a
+  64-partition pause a server's ~20 committers ask at once (a read and a delete each, ~2 ms of
+  Django apiece: ~10 % of the servers' CPU in the pause).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from django.db import close_old_connections
@@ -39,7 +45,7 @@ from django.db import close_old_connections
 from tables import build_backoffs
 from tables.cluster.context import ClusterContext
 from tables.cluster.reads import ClusterReader
-from tables.domain.build_backoff import FailureKind, Hold, classify, fingerprint
+from tables.domain.build_backoff import FailureKind, FailureRecord, Hold, classify, fingerprint
 from tables.domain.build_backoff import hold as hold_of
 
 __all__ = ["BuildHolds"]
@@ -68,10 +74,40 @@ class BuildHolds:
         self.instance_id = instance_id
         self.clock = clock
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="build-holds")
+        self._lock = threading.Lock()
+        self._reads: list[tuple[tuple[str, str], Future[FailureRecord | None]]] = []
+        self._clears: set[tuple[str, str]] = set()
+        self.queries = 0  # reads and deletes sent to the database (for tests and the curious)
 
     def _on_db(self, call: Callable[[], T]) -> T:
         """`call` on the database thread; TimeoutError past `DB_WAIT_S` (read as "no hold")."""
         return self._db.submit(_fresh, call).result(timeout=DB_WAIT_S)
+
+    def _read_soon(self, table: str, segment: str) -> Future[FailureRecord | None]:
+        """The record of `segment`, read on the database thread with the other reads queued by
+        then (module contract)."""
+        future: Future[FailureRecord | None] = Future()
+        with self._lock:
+            self._reads.append(((table, segment), future))
+            first = len(self._reads) == 1
+        if first:
+            self._db.submit(self._read_queued)  # RuntimeError once shut down
+        return future
+
+    def _read_queued(self) -> None:
+        with self._lock:
+            reads, self._reads = self._reads, []
+        if not reads:
+            return
+        try:
+            self.queries += 1
+            found = _fresh(lambda: build_backoffs.read_many(key for key, _ in reads))
+        except BaseException as exc:
+            for _, future in reads:
+                future.set_exception(exc)
+            return
+        for key, future in reads:
+            future.set_result(found.get(key))
 
     def fingerprint(self, table: str) -> str | None:
         try:
@@ -84,7 +120,7 @@ class BuildHolds:
 
     def check(self, table: str, segment: str) -> tuple[Hold | None, str | None]:
         try:
-            record = self._on_db(lambda: build_backoffs.read(table, segment))
+            record = self._read_soon(table, segment).result(timeout=DB_WAIT_S)
         except Exception:
             log.exception("%s: cannot read the build back-off record", segment)
             return None, None
@@ -103,7 +139,7 @@ class BuildHolds:
         """`hold_of`, its database read sent now: the returned callable waits for that answer
         (at most `DB_WAIT_S`) and gives the hold. Never raises."""
         try:
-            pending = self._db.submit(_fresh, lambda: build_backoffs.read(table, segment))
+            pending = self._read_soon(table, segment)
         except RuntimeError:  # the database thread is gone: ask when the answer is wanted
             return lambda: self.hold_of(table, segment)
 
@@ -150,12 +186,20 @@ class BuildHolds:
         return kind
 
     def succeeded(self, table: str, segment: str) -> None:
-        """The segment's record (if any) goes, in the background."""
+        """The segment's record (if any) goes, in the background (with the others queued)."""
+        with self._lock:
+            first = not self._clears
+            self._clears.add((table, segment))
+        if first:
+            self._db.submit(self._clear_queued)
 
-        def clear() -> None:
-            try:
-                _fresh(lambda: build_backoffs.succeeded(table, segment))
-            except Exception:
-                log.exception("%s: cannot clear the build back-off record", segment)
-
-        self._db.submit(clear)
+    def _clear_queued(self) -> None:
+        with self._lock:
+            clears, self._clears = self._clears, set()
+        if not clears:
+            return
+        try:
+            self.queries += 1
+            _fresh(lambda: build_backoffs.succeeded_many(clears))
+        except Exception:
+            log.exception("cannot clear the build back-off records of %s", sorted(clears))
