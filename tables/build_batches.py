@@ -137,25 +137,31 @@ class BuildQueue:
             pipe.zrem(expect_key, build.segment)  # announced (`expect`): it has come
         pipe.execute()
 
-    def pending(self, limit: int = 1000) -> list[tuple[PendingBuild, int]]:
+    def pending(
+        self, limit: int = 1000, known: dict[str, PendingBuild] | None = None
+    ) -> list[tuple[PendingBuild, int]]:
         """Registered requests, oldest first, with their registration time (ms); registrations
-        whose request expired are dropped."""
+        whose request expired are dropped. `known` (task id -> request, filled in here): requests
+        read by an earlier call, not read again (a batch polling while a burst comes in)."""
         key = f"{self.prefix}pending"
         members = self.client.zrange(key, 0, limit - 1, withscores=True)
         if not members:
             return []
+        known = {} if known is None else known
         ids = [m.decode() if isinstance(m, bytes) else str(m) for m, _ in members]
-        values = self.client.mget([self._request_key(i) for i in ids])
-        found, expired = [], []
-        scores = [score for _, score in members]
-        for task_id, score, value in zip(ids, scores, values, strict=True):
+        unread = [i for i in ids if i not in known]
+        values = self.client.mget([self._request_key(i) for i in unread]) if unread else []
+        expired = []
+        for task_id, value in zip(unread, values, strict=True):
             if value is None:
                 expired.append(task_id)
-                continue
-            found.append((PendingBuild(**json.loads(value)), int(score)))
+            else:
+                known[task_id] = PendingBuild(**json.loads(value))
         if expired:
             self.client.zrem(key, *expired)
-        return found
+        return [
+            (known[i], int(score)) for i, (_, score) in zip(ids, members, strict=True) if i in known
+        ]
 
     def claim(self, task_id: str, owner: str) -> bool:
         """Claim `task_id`'s request for `owner`; a claim `owner` already holds is renewed."""
@@ -246,7 +252,7 @@ class BuildQueue:
         self,
         mine: PendingBuild,
         limits: BatchLimits,
-        recorded: Callable[[str], object | None],
+        recorded: Callable[[list[str]], set[str]],
         staged: Callable[[str], bool],
     ) -> list[PendingBuild]:
         """A batch: `mine` (claimed) first, then the other pending requests it takes. When others
@@ -254,9 +260,10 @@ class BuildQueue:
         first lets the burst settle."""
         started = time.monotonic()
         awaiting = False
+        known: dict[str, PendingBuild] = {}
         while True:
             now_ms = int(time.time() * 1000)
-            pending = self.pending()
+            pending = self.pending(known=known)
             own = [ms for b, ms in pending if b.task_id == mine.task_id]
             if own:
                 mine = dataclasses.replace(mine, registered_ms=own[0])
@@ -319,18 +326,20 @@ class BuildQueue:
         owner: str,
         taken: list[PendingBuild],
         limits: BatchLimits,
-        recorded: Callable[[str], object | None],
+        recorded: Callable[[list[str]], set[str]],
         staged: Callable[[str], bool],
     ) -> list[PendingBuild]:
         """Claim pending requests for `owner`'s batch (which holds `taken`): those still to
-        build. One already built (`recorded`) is finished; one whose staged rows are gone
+        build. One already built (`recorded(task ids)`: those of them whose outcome is recorded,
+        asked once for all) is finished; one whose staged rows are gone
         (`staged(key)` False: its committer gave up, or never sent it) is left to its own task."""
         exclude = {owner, *(b.task_id for b in taken)}
         rows = limits.max_rows - sum(b.rows for b in taken)
         claimed = self.claim_pending(owner, exclude, limits.max_builds - len(taken), rows)
+        built = recorded([b.task_id for b in claimed]) if claimed else set()
         found = []
         for build in claimed:
-            if recorded(build.task_id) is not None:
+            if build.task_id in built:
                 self.finish([build.task_id])
             elif not staged(build.staging_key):
                 self.release([build.task_id], owner)

@@ -335,7 +335,7 @@ def build_segment(
             # pending meanwhile, rather than leave it to tasks queued behind this one.
             _help(ctx, queue, task_id, on_outcome)
             return _result(recorded)
-        batch = queue.gather(mine, _limits(), _recorded, _staged)
+        batch = queue.gather(mine, _limits(), _recorded_among, _staged)
     except redis.RedisError as exc:
         log.warning("build batching unavailable (%s): building %s alone", exc, segment)
         return _result(_build_all(ctx, [mine], leader="")[0])
@@ -350,7 +350,7 @@ def _help(
 ) -> None:
     """Build the pending requests nobody claimed yet; a failure here is not this task's."""
     try:
-        others = queue.claim_others(task_id, [], _limits(), _recorded, _staged)
+        others = queue.claim_others(task_id, [], _limits(), _recorded_among, _staged)
         _run_batch(ctx, queue, others, task_id, on_outcome)
     except Exception:
         log.exception("building the pending requests for others failed")
@@ -623,6 +623,17 @@ def _outcome(job: Job) -> BuildOutcome:
         start_time_ms=int(details["start_time_ms"]),
         end_time_ms=int(details["end_time_ms"]),
         job_id=job.pk,
+    )
+
+
+def _recorded_among(task_ids: list[str]) -> set[str]:
+    """The build tasks of `task_ids` with a finished attempt recorded (one query)."""
+    return set(
+        Job.objects.filter(
+            kind=Job.Kind.BUILD,
+            task_id__in=task_ids,
+            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
+        ).values_list("task_id", flat=True)
     )
 
 

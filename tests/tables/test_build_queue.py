@@ -113,7 +113,7 @@ def test_a_batch_waits_for_the_builds_a_force_commit_announced(queue, settle_s):
     batches: list[list[PendingBuild]] = []
     gathering = threading.Thread(
         target=lambda: batches.append(
-            queue.gather(first, limits, lambda task: None, lambda key: True)
+            queue.gather(first, limits, lambda tasks: set(), lambda key: True)
         )
     )
     gathering.start()
@@ -136,7 +136,7 @@ def test_announced_builds_are_waited_for_while_they_keep_coming(queue):
     batches: list[list[PendingBuild]] = []
     gathering = threading.Thread(
         target=lambda: batches.append(
-            queue.gather(builds[0], limits, lambda task: None, lambda key: True)
+            queue.gather(builds[0], limits, lambda tasks: set(), lambda key: True)
         )
     )
     gathering.start()
@@ -153,9 +153,44 @@ def test_an_announced_build_that_never_comes_is_waited_for_until_the_stall_then_
     queue.expect([_llc("gone", 9).segment])
     queue.register(_llc("a", 1))
     assert queue.claim("a", "a")
-    batch = queue.gather(_llc("a", 1), limits, lambda task: None, lambda key: True)
+    batch = queue.gather(_llc("a", 1), limits, lambda tasks: set(), lambda key: True)
     assert [b.task_id for b in batch] == ["a"]
     assert queue.client.ttl(queue._expect_key_of(_llc("x", 0).segment)) <= EXPECT_TTL_S
     # An announcement made EXPECT_TTL_S ago has lapsed: nobody waits for it any more.
     queue.expect([_llc("late", 8).segment], now_ms=int(time.time() * 1000) - EXPECT_TTL_S * 1000)
     assert queue._awaited(_llc("a", 1), []) == {_llc("gone", 9).segment}
+
+
+def test_requests_read_before_are_not_read_again_and_expired_ones_still_drop(queue):
+    for task in "abc":
+        queue.register(_build(task))
+    known: dict[str, PendingBuild] = {}
+    assert [b.task_id for b, _ in queue.pending(known=known)] == list("abc")
+    assert set(known) == set("abc")
+    queue.client.delete(queue._request_key("b"))  # b's request expired after it was read
+    queue.register(_build("d"))
+    reads: list[list[str]] = []
+    mget = queue.client.mget
+    queue.client.mget = lambda keys: reads.append(list(keys)) or mget(keys)
+    try:
+        assert [b.task_id for b, _ in queue.pending(known=known)] == list("abcd")
+        assert reads == [[queue._request_key("d")]]  # only the new one was read
+        assert [b.task_id for b, _ in queue.pending()] == list("acd")  # read afresh: b dropped
+    finally:
+        del queue.client.mget
+
+
+def test_claiming_others_asks_once_which_are_recorded_already(queue):
+    for task in "abc":
+        queue.register(_build(task))
+    asked: list[list[str]] = []
+
+    def recorded(tasks: list[str]) -> set[str]:
+        asked.append(sorted(tasks))
+        return {"b"}
+
+    limits = BatchLimits(16, 10_000, 0.0, 0.0, 0.0, 0.0)
+    found = queue.claim_others("x", [], limits, recorded, lambda key: True)
+    assert [b.task_id for b in found] == ["a", "c"]
+    assert asked == [["a", "b", "c"]]
+    assert [b.task_id for b, _ in queue.pending()] == ["a", "c"]  # b finished: built already
