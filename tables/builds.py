@@ -49,25 +49,33 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from tables import faults
 from tables.build_batches import BatchLimits, BuildQueue, Heartbeat, PendingBuild
+from tables.build_jobs import (
+    BuildOutcome,
+    batch_details,
+    built_outcome,
+    outcome_of,
+    record,
+    recorded_among,
+    save_outcomes,
+    start_build_jobs,
+    start_job,
+)
+from tables.build_jobs import recorded as recorded_outcome
 from tables.cluster.context import ClusterContext
 from tables.cluster.errors import NotFound
 from tables.cluster.reads import ClusterReader
-from tables.domain.build_backoff import DETERMINISTIC_FAULT, classify
+from tables.domain.build_backoff import DETERMINISTIC_FAULT
 from tables.domain.names import LLCSegmentName, raw_table_name, table_name_with_type
 from tables.domain.schema import Schema
 from tables.domain.table_config import TableConfig
@@ -112,22 +120,6 @@ CLAIM_POLL_S = 0.2
 PUBLISH_EVERY = 8
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    segment: str
-    download_uri: str
-    rows: int
-    incomplete_rows: int
-    size_bytes: int
-    crc: int
-    start_time_ms: int
-    end_time_ms: int
-    job_id: int
-
-    def as_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 def deep_store() -> DeepStore:
@@ -197,52 +189,6 @@ def _request(
     return request, config
 
 
-def _start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
-    Job.objects.filter(kind=kind, table=table, segment=segment, status=Job.Status.RUNNING).update(
-        status=Job.Status.ABANDONED,
-        error="superseded by a later attempt (its process died or was killed)",
-        finished_at=timezone.now(),
-    )
-    return Job.objects.create(
-        kind=kind,
-        table=table,
-        segment=segment,
-        task_id=task_id,
-        worker=f"{socket.gethostname()}:{os.getpid()}",
-        started_at=timezone.now(),
-    )
-
-
-def _start_build_jobs(batch: list[PendingBuild]) -> list[Job]:
-    """`_start_job` for every request of a batch, in one transaction (two statements)."""
-    now = timezone.now()
-    worker = f"{socket.gethostname()}:{os.getpid()}"
-    with transaction.atomic():
-        Job.objects.filter(
-            kind=Job.Kind.BUILD, segment__in=[b.segment for b in batch], status=Job.Status.RUNNING
-        ).update(
-            status=Job.Status.ABANDONED,
-            error="superseded by a later attempt (its process died or was killed)",
-            finished_at=now,
-        )
-        jobs = [
-            Job(
-                kind=Job.Kind.BUILD,
-                table=raw_table_name(b.table),
-                segment=b.segment,
-                task_id=b.task_id,
-                worker=worker,
-                started_at=now,
-            )
-            for b in batch
-        ]
-        if len(jobs) == 1:
-            jobs[0].save()
-        else:
-            Job.objects.bulk_create(jobs)
-    return jobs
-
-
 def failure_key(ctx: ClusterContext, counter: str, table: str, segment: str) -> str:
     """Where a failed build or re-ingestion of `segment` counts (see the module docstring)."""
     raw = raw_table_name(table)
@@ -272,7 +218,7 @@ def _run(
     dir)` makes the tar, published at `output_key` (default: the segment's key), recorded in its
     Job row; a failure is counted under `counter` and raised."""
     raw = raw_table_name(table)
-    job = _start_job(kind, raw, segment, task_id)
+    job = start_job(kind, raw, segment, task_id)
     started = time.monotonic()
     outcome: tuple[BuildResult, str] | Exception
     try:
@@ -283,12 +229,12 @@ def _run(
             outcome = (result, store.publish(result.tar_path, key))
     except Exception as exc:
         outcome = exc
-    recorded = _record(job, outcome, int((time.monotonic() - started) * 1000))
+    recorded = record(job, outcome, int((time.monotonic() - started) * 1000))
     job.save()
     if isinstance(recorded, Exception):
         DurableCounter.increment(counter, failure_key(ctx, counter, table, segment))
         raise recorded
-    return _outcome(job)
+    return outcome_of(job)
 
 
 def _injected_failure(segment: str) -> None:
@@ -325,17 +271,17 @@ def build_segment(
     if queue is None:
         return _result(_build_all(ctx, [mine], leader="")[0])
     try:
-        recorded = _recorded(task_id)
+        recorded = recorded_outcome(task_id)
         if recorded is not None:
             queue.forget([task_id])  # registered again when its task was published
         else:
-            recorded = queue.wait_for_claim(mine, _recorded, CLAIM_POLL_S)
+            recorded = queue.wait_for_claim(mine, recorded_outcome, CLAIM_POLL_S)
         if recorded is not None:
             # Built by another batch (its result was handed over already): build what is still
             # pending meanwhile, rather than leave it to tasks queued behind this one.
             _help(ctx, queue, task_id, on_outcome)
             return _result(recorded)
-        batch = queue.gather(mine, _limits(), _recorded_among, _staged)
+        batch = queue.gather(mine, _limits(), recorded_among, _staged)
     except redis.RedisError as exc:
         log.warning("build batching unavailable (%s): building %s alone", exc, segment)
         return _result(_build_all(ctx, [mine], leader="")[0])
@@ -350,7 +296,7 @@ def _help(
 ) -> None:
     """Build the pending requests nobody claimed yet; a failure here is not this task's."""
     try:
-        others = queue.claim_others(task_id, [], _limits(), _recorded_among, _staged)
+        others = queue.claim_others(task_id, [], _limits(), recorded_among, _staged)
         _run_batch(ctx, queue, others, task_id, on_outcome)
     except Exception:
         log.exception("building the pending requests for others failed")
@@ -461,11 +407,11 @@ def _build_all(
     attempt as a Job row; one outcome per request, in order (module docstring).
     `on_published(request, outcome)` is told each request's outcome as soon as its segment is
     published, before the batch is over and before its Job row is recorded; it must not raise."""
-    jobs = _start_build_jobs(batch)
+    jobs = start_build_jobs(batch)
 
     def published(index: int, result: BuildResult, uri: str) -> None:
         if on_published is not None:
-            on_published(batch[index], _built_outcome(batch[index], result, uri, jobs[index].pk))
+            on_published(batch[index], built_outcome(batch[index], result, uri, jobs[index].pk))
 
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
@@ -489,32 +435,18 @@ def _build_all(
     duration_ms = int((time.monotonic() - started) * 1000)
     with transaction.atomic():
         recorded = [
-            _record(job, outcome, duration_ms, _batch_details(batch, build, leader, started_ms))
+            record(job, outcome, duration_ms, batch_details(batch, build, leader, started_ms))
             for job, build, outcome in zip(jobs, batch, outcomes, strict=True)
         ]
-        fields = ["status", "rows", "incomplete_rows", "bytes", "duration_ms", "error"]
-        Job.objects.bulk_update(jobs, [*fields, "details", "finished_at"])
+        save_outcomes(jobs)
     for build, outcome in zip(batch, recorded, strict=True):
         if isinstance(outcome, Exception):
             key = failure_key(ctx, BUILD_FAILURES, build.table, build.segment)
             DurableCounter.increment(BUILD_FAILURES, key)
     return [
-        o if isinstance(o, Exception) else _outcome(job)
+        o if isinstance(o, Exception) else outcome_of(job)
         for job, o in zip(jobs, recorded, strict=True)
     ]
-
-
-def _batch_details(
-    batch: list[PendingBuild], build: PendingBuild, leader: str, started_ms: int
-) -> dict[str, object]:
-    """`details.batch` of a Job: the batch's size and leader, and how long this request waited
-    between its registration and the batch's start."""
-    details: dict[str, object] = {"size": len(batch)}
-    if leader:
-        details["leader"] = leader
-    if build.registered_ms:
-        details["queued_ms"] = max(0, started_ms - build.registered_ms)
-    return details
 
 
 def _build_and_publish(
@@ -559,104 +491,6 @@ def _build_and_publish(
         build_batch(spark, items, work / "scratch", on_result=built)
         if waiting:
             publish()
-
-
-def _record(
-    job: Job,
-    outcome: tuple[BuildResult, str] | Exception | None,
-    duration_ms: int,
-    batch: dict[str, object] | None = None,
-) -> Job | Exception:
-    """Set `job`'s outcome (the caller saves it and counts failures); the job or the error."""
-    job.duration_ms = duration_ms
-    job.finished_at = timezone.now()
-    if not isinstance(outcome, tuple):
-        exc = outcome if outcome is not None else BuildError("not built")
-        job.status = Job.Status.FAILED
-        job.error = f"{type(exc).__name__}: {exc}"[:4000]
-        job.details = {"batch": batch} if batch is not None else {}
-        job.details["failure"] = str(classify(type(exc).__name__, str(exc)))
-        return exc
-    result, uri = outcome
-    job.status = Job.Status.SUCCEEDED
-    job.rows = result.total_docs
-    job.incomplete_rows = result.incomplete_rows
-    job.bytes = result.size_bytes
-    job.details = {
-        "crc": result.crc,
-        "incomplete_by_column": result.incomplete_by_column,
-        "problems": result.problems[:10],
-        "phase_seconds": result.phase_seconds,
-        "download_uri": uri,
-        "start_time_ms": result.start_time_ms,
-        "end_time_ms": result.end_time_ms,
-    }
-    if batch is not None:
-        job.details["batch"] = batch
-    return job
-
-
-def _built_outcome(build: PendingBuild, result: BuildResult, uri: str, job_id: int) -> BuildOutcome:
-    """What `_outcome` answers for the Job row `_record` makes of `(result, uri)`."""
-    return BuildOutcome(
-        segment=build.segment,
-        download_uri=uri,
-        rows=result.total_docs,
-        incomplete_rows=result.incomplete_rows,
-        size_bytes=result.size_bytes,
-        crc=result.crc,
-        start_time_ms=result.start_time_ms,
-        end_time_ms=result.end_time_ms,
-        job_id=job_id,
-    )
-
-
-def _outcome(job: Job) -> BuildOutcome:
-    details = job.details
-    return BuildOutcome(
-        segment=job.segment,
-        download_uri=details["download_uri"],
-        rows=int(job.rows or 0),
-        incomplete_rows=int(job.incomplete_rows or 0),
-        size_bytes=int(job.bytes or 0),
-        crc=int(details["crc"]),
-        start_time_ms=int(details["start_time_ms"]),
-        end_time_ms=int(details["end_time_ms"]),
-        job_id=job.pk,
-    )
-
-
-def _recorded_among(task_ids: list[str]) -> set[str]:
-    """The build tasks of `task_ids` with a finished attempt recorded (one query)."""
-    return set(
-        Job.objects.filter(
-            kind=Job.Kind.BUILD,
-            task_id__in=task_ids,
-            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
-        ).values_list("task_id", flat=True)
-    )
-
-
-def _recorded(task_id: str) -> BuildOutcome | BuildError | None:
-    """The recorded outcome of the build task `task_id`, if an attempt finished (a failure as the
-    error to raise again); None when none did."""
-    job = (
-        Job.objects.filter(
-            kind=Job.Kind.BUILD,
-            task_id=task_id,
-            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
-        )
-        .order_by("-id")
-        .first()
-    )
-    if job is None:
-        return None
-    if job.status == Job.Status.FAILED:
-        return BuildError(job.error or "the build failed")
-    try:
-        return _outcome(job)
-    except (KeyError, TypeError, ValueError):  # recorded before outcomes were kept: build again
-        return None
 
 
 def reingest_segment(

@@ -158,16 +158,33 @@ def _check_pattern(spark: SparkSession, pattern: str) -> None:
     _valid_patterns.add(pattern)
 
 
-def _plan(spark: SparkSession, request: BuildRequest) -> GroupPlan:
-    """Everything that can be refused before reading data."""
-    for key, value in _REQUIRED_CONF.items():
-        if (spark.conf.get(key, None) or "").upper() != value.upper():
-            raise BuildError(f"the SparkSession must set {key}={value} (see tables.segments.spark)")
+def _plan(
+    spark: SparkSession,
+    request: BuildRequest,
+    known: dict[tuple[int, int], GroupPlan] | None = None,
+) -> GroupPlan:
+    """Everything that can be refused before reading data. `known`: the plans made so far in
+    one batch, by the identity of their schema and table config objects (a batch's requests of
+    one table share them, `tables.builds`): parsing, checks and py4j round trips once per
+    table, not once per segment."""
     name = request.segment_name
     if not name or "/" in name or name.startswith("."):
         raise BuildError(f"invalid segment name {name!r}")
     if not 0 <= request.start_offset <= request.end_offset:
         raise BuildError(f"invalid offset range [{request.start_offset}, {request.end_offset})")
+    key = (id(request.schema), id(request.table_config))
+    if known is not None and key in known:
+        return known[key]
+    plan = _new_plan(spark, request, name)
+    if known is not None:
+        known[key] = plan
+    return plan
+
+
+def _new_plan(spark: SparkSession, request: BuildRequest, name: str) -> GroupPlan:
+    for key, value in _REQUIRED_CONF.items():
+        if (spark.conf.get(key, None) or "").upper() != value.upper():
+            raise BuildError(f"the SparkSession must set {key}={value} (see tables.segments.spark)")
     try:
         schema = parse_schema(request.schema)
         config = parse_table_config(request.table_config, schema)
@@ -277,9 +294,10 @@ def build_batch(
 
     plans: dict[int, GroupPlan] = {}
     inputs: dict[int, str] = {}
+    known: dict[tuple[int, int], GroupPlan] = {}
     for index, item in enumerate(items):
         try:
-            plan = _plan(spark, item.request)
+            plan = _plan(spark, item.request, known)
             Path(item.work_dir).mkdir(parents=True, exist_ok=True)
             inputs[index] = _readable_input(item.staging_uri, Path(item.work_dir))
             plans[index] = plan

@@ -1,4 +1,4 @@
-"""A failed build's class in its Job row (`details.failure`, `tables.builds._record`), and the
+"""A failed build's class in its Job row (`details.failure`, `tables.build_jobs.record`), and the
 fault points that fail a build: `spark.<segment>.build_fails` once (transient),
 `spark.<segment>.build_rejects` for as long as it exists (deterministic)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from tables import builds
+from tables import build_jobs, builds
 from tables.domain.build_backoff import FailureKind, classify
 from tables.models import Job
 from tables.segments.errors import BuildError
@@ -33,7 +33,7 @@ def _job() -> Job:
 )
 def test_a_failed_attempt_records_its_class(error: Exception, failure: str) -> None:
     job = _job()
-    assert builds._record(job, error, 5, {"size": 2}) is error
+    assert build_jobs.record(job, error, 5, {"size": 2}) is error
     assert job.status == Job.Status.FAILED
     assert job.details == {"batch": {"size": 2}, "failure": failure}
     assert job.error.startswith(type(error).__name__ + ": ")

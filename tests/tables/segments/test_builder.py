@@ -312,6 +312,19 @@ def test_a_batch_builds_each_segment_as_its_build_alone(spark, built, staging, t
         assert alone.problems == outcomes[index].problems
 
 
+def test_a_batch_plans_each_table_once_and_still_checks_each_request(spark):
+    known: dict = {}
+    plan = builder._plan(spark, request(), known)
+    assert builder._plan(spark, request(name="githubEvents__9__0__20210721T0600Z"), known) is plan
+    with pytest.raises(BuildError, match="invalid offset range"):
+        builder._plan(spark, request(5, 4), known)
+    empty = {**copy.deepcopy(SCHEMA), "dimensionFieldSpecs": [], "metricFieldSpecs": []}
+    empty["dateTimeFieldSpecs"] = []
+    with pytest.raises(BuildError, match="is not a column of schema"):
+        builder._plan(spark, request(schema=empty), known)
+    assert len(known) == 1
+
+
 def test_a_segment_too_large_to_collect_is_streamed_to_the_same_bytes(
     spark, built, staging, tmp_path, monkeypatch
 ):
