@@ -222,9 +222,20 @@ class CompletionManager:
 
         def call(fsm: SegmentCompletionFSM, actions: _Actions, now: int) -> Response:
             actions.row_count = row_count if row_count > 0 else actions.row_count
-            return fsm.segment_consumed(instance, offset, reason, now, start_commit)
+            at_end = fsm.first_alone(instance) and self._at_stream_end(segment, offset)
+            return fsm.segment_consumed(instance, offset, reason, now, start_commit, at_end)
 
         return self._run(instance, segment, offset, call)
+
+    def _at_stream_end(self, segment: str, offset: int) -> bool:
+        """Whether `offset` is the latest of the segment's partition, read from the stream now
+        (the FSM's `first_alone`: such a first report wins at once)."""
+        name = LLCSegmentName.parse(segment)
+        if name is None:
+            return False
+        table = table_name_with_type(name.table_name, "REALTIME")
+        latest = self.caller_check.latest_offset_now(self.ctx(), table, name.partition_group_id)
+        return latest is not None and offset >= latest
 
     def segment_commit_start(self, instance: str, segment: str, offset: int) -> Response:
         return self._run(

@@ -214,6 +214,12 @@ class CallerCheck:
             cached = self._latest.get((table, partition))
         if cached is not None and offset <= cached[0] and now - cached[1] < self._latest_ttl_ms:
             return cached[0]
+        return self.latest_offset_now(ctx, table, partition)
+
+    def latest_offset_now(self, ctx: ClusterContext, table: str, partition: int) -> int | None:
+        """The partition's latest offset read from the stream now (None when it cannot be
+        read); it also refreshes what `check` remembers."""
+        now = self._clock_ms()
         provider = self._provider(ctx, table)
         try:
             latest = None if provider is None else provider.latest_offset(partition)

@@ -23,7 +23,8 @@ Contract:
 
 State diagram in words: a new FSM starts in HOLDING (PARTIAL_CONSUMING if its first message was a
 stoppedConsuming, COMMITTED if ZK already says DONE/UPLOADED). The first segmentConsumed moves
-PARTIAL_CONSUMING to HOLDING. HOLDING answers HOLD until a winner can be picked (§5.6); then the
+PARTIAL_CONSUMING to HOLDING. HOLDING answers HOLD until a winner can be picked (§5.6, and
+`first_alone`: a first report at the stream's latest offset wins at once); then the
 reporter gets COMMIT (-> COMMITTER_NOTIFIED) if it won, else CATCH_UP (-> COMMITTER_DECIDED, and
 the winner gets COMMIT on its next segmentConsumed). The notified winner's segmentCommitStart gives
 COMMIT_CONTINUE (-> COMMITTER_UPLOADING); its segmentCommitEnd moves to COMMITTING while the
@@ -289,15 +290,17 @@ class SegmentCompletionFSM:
         reason: str | None,
         now_ms: int,
         start_commit: bool = False,
+        at_stream_end: bool = False,
     ) -> Response:
-        """`start_commit`: the early commit start of the module docstring."""
+        """`start_commit`: the early commit start of the module docstring. `at_stream_end`: the
+        caller's offset is the partition's latest (read just now), see `first_alone`."""
         self._excluded.discard(instance)  # a restarted server may come back
         self._offsets[instance] = offset
         state = self._state
         response: Response
         if state in (FsmState.PARTIAL_CONSUMING, FsmState.HOLDING):
             self._state = FsmState.HOLDING
-            response = self._consumed_holding(instance, offset, reason, now_ms)
+            response = self._consumed_holding(instance, offset, reason, now_ms, at_stream_end)
         elif state is FsmState.COMMITTER_DECIDED:
             response = self._consumed_decided(instance, offset, now_ms)
         else:
@@ -320,10 +323,19 @@ class SegmentCompletionFSM:
             return self._keep_or_discard(offset)
         return self._hold(offset)  # ABORTED
 
+    def first_alone(self, instance: str) -> bool:
+        """Whether a segmentConsumed of `instance` now would be the first report of a winner not
+        picked yet (HOLDING, nobody else reported). Such a report at the partition's latest
+        offset wins at once (`at_stream_end`): no replica can have consumed past the end of the
+        stream, so waiting for the others (and telling this one HOLD, to ask again later) cannot
+        find a better committer. A pause or a force commit of an idle table commits that way."""
+        holding = self._state in (FsmState.PARTIAL_CONSUMING, FsmState.HOLDING)
+        return holding and not (set(self._offsets) - {instance})
+
     def _consumed_holding(
-        self, instance: str, offset: int, reason: str | None, now_ms: int
+        self, instance: str, offset: int, reason: str | None, now_ms: int, at_end: bool = False
     ) -> Response:
-        if not self._pick_winner(instance, reason, now_ms):
+        if not self._pick_winner(instance, reason, now_ms, at_end):
             return self._hold(offset)
         if instance == self._winner:
             self._state = FsmState.COMMITTER_NOTIFIED
@@ -331,9 +343,12 @@ class SegmentCompletionFSM:
         self._state = FsmState.COMMITTER_DECIDED
         return self._catch_up()
 
-    def _pick_winner(self, instance: str, reason: str | None, now_ms: int) -> bool:
-        """§5.6; `instance` is the reporter, already in the commit-state map."""
-        if reason in _IMMEDIATE_WIN_REASONS and len(self._offsets) == 1:
+    def _pick_winner(
+        self, instance: str, reason: str | None, now_ms: int, at_end: bool = False
+    ) -> bool:
+        """§5.6; `instance` is the reporter, already in the commit-state map. `at_end`: its
+        offset is the stream's latest (`first_alone`)."""
+        if (reason in _IMMEDIATE_WIN_REASONS or at_end) and len(self._offsets) == 1:
             self._winner, self._winning_offset = instance, self._offsets[instance]
             return True
         expected = self.num_replicas - len(self._excluded)

@@ -437,3 +437,24 @@ def properties_file(values: dict[str, str]):
 
 def creation_meta_file(data: bytes):
     return SimpleUploadedFile("creation.meta", data)
+
+
+def test_a_first_report_at_the_streams_end_wins_at_once(table, settings, topic):
+    """No replica can be past the partition's latest offset: the first one there (a pause, a
+    force commit of an idle table) is told COMMIT at once instead of HOLD, and the other one is
+    told it is not the committer (`committerChosen`: it need not ask again soon)."""
+    zk, client = table, server_client()
+    segment, (a, b), _ = _segment(zk, 1)
+    latest = _latest(settings, topic, 1)
+    first = _consumed(client, a, segment, latest, reason="forceCommitMessageReceived")
+    assert first["status"] == "COMMIT"
+    other = _consumed(client, b, segment, latest, reason="forceCommitMessageReceived")
+    assert (other["status"], other.get("committerChosen")) == ("HOLD", True)
+
+    # One offset short of the end: nothing is decided before the other replica reports.
+    segment, (a, b), _ = _segment(zk, 2)
+    latest = _latest(settings, topic, 2)
+    behind = _consumed(client, a, segment, latest - 1, reason="forceCommitMessageReceived")
+    assert (behind["status"], behind.get("committerChosen")) == ("HOLD", None)
+    ahead = _consumed(client, b, segment, latest, reason="forceCommitMessageReceived")
+    assert ahead["status"] == "COMMIT"

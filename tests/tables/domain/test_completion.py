@@ -1066,3 +1066,21 @@ def test_failing_abort_meter_does_not_escape() -> None:
     actions.raise_on.update({"commit_metadata", "aborted"})
     assert fsm.segment_commit_end(S1, 100, LOCATION, METADATA, T0 + 2_000) == RESP_FAILED
     assert fsm.state is FsmState.ABORTED
+
+
+@BOTH
+def test_a_first_report_at_the_streams_end_wins_at_once(pauseless: bool) -> None:
+    fsm, _ = make_fsm(pauseless=pauseless)
+    assert fsm.first_alone(S1) and fsm.first_alone(S2)
+    assert fsm.segment_consumed(S1, 100, REASON_TIME_LIMIT, T0, at_stream_end=True) == commit(100)
+    assert fsm.winner == S1 and not fsm.first_alone(S2)
+    assert fsm.segment_consumed(S2, 100, None, T0 + 10) == chosen_hold(100)
+
+
+def test_the_streams_end_decides_nothing_after_the_first_report() -> None:
+    fsm, _ = make_fsm(replicas=3)
+    assert fsm.segment_consumed(S1, 90, REASON_TIME_LIMIT, T0) == hold(90)
+    assert not fsm.first_alone(S2) and fsm.first_alone(S1)  # S1 asking again: still alone
+    # S2 at the end, but S1 reported first: the winner is picked as always, when all reported.
+    assert fsm.segment_consumed(S2, 100, REASON_TIME_LIMIT, T0 + 5, at_stream_end=True) == hold(100)
+    assert fsm.winner is None
