@@ -58,7 +58,22 @@ _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _SEPARATOR = re.compile(r"[=: \t\f]")  # ends a key without escapes
 
 
+_PRINTABLE = re.compile(r"[ -~]*")  # what `_escape` can do with `str.translate`
+_PLAIN_ESCAPES = str.maketrans({"\\": "\\\\", "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"})
+
+
 def _escape(text: str, is_key: bool) -> str:
+    """Java properties escaping; printable ASCII (every key and nearly every value a segment
+    writes) by translation, anything else character by character (`_escape_each`)."""
+    if not _PRINTABLE.fullmatch(text):
+        return _escape_each(text, is_key)
+    out = text.translate(_PLAIN_ESCAPES)
+    if is_key:
+        return out.replace(" ", "\\ ")
+    return "\\" + out if out.startswith(" ") else out
+
+
+def _escape_each(text: str, is_key: bool) -> str:
     out: list[str] = []
     for index, char in enumerate(text):
         if char == "\\":

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tables.segments import segment_format
 from tables.segments.segment_format import (
     format_properties,
     format_value,
@@ -166,3 +167,28 @@ def test_read_segment_refuses_other_tars(tmp_path):
     pack_segment(tmp_path / "x", other)
     with pytest.raises(ValueError, match="not a segment"):
         read_segment(other)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain.key",
+        " leading",
+        "  two leading",
+        "a b c",
+        "k=v:w#x!y\\z",
+        "~!",
+        "tab\there",
+        "line\nbreak",
+        "\f\r",
+        "ünïcode",
+        "emoji 😀",
+        " = ",
+        "\\ ",
+        "end ",
+    ],
+)
+@pytest.mark.parametrize("is_key", [True, False], ids=["key", "value"])
+def test_escaping_by_translation_equals_escaping_each_character(text: str, is_key: bool) -> None:
+    assert segment_format._escape(text, is_key) == segment_format._escape_each(text, is_key)
