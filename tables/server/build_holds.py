@@ -91,7 +91,13 @@ class BuildHolds:
             self._reads.append(((table, segment), future))
             first = len(self._reads) == 1
         if first:
-            self._db.submit(self._read_queued)  # RuntimeError once shut down
+            try:
+                self._db.submit(self._read_queued)
+            except RuntimeError as exc:  # shut down: nobody will read the queued ones
+                with self._lock:
+                    reads, self._reads = self._reads, []
+                for _, queued in reads:
+                    queued.set_exception(exc)
         return future
 
     def _read_queued(self) -> None:
@@ -138,10 +144,7 @@ class BuildHolds:
     def hold_soon(self, table: str, segment: str) -> Callable[[], Hold | None]:
         """`hold_of`, its database read sent now: the returned callable waits for that answer
         (at most `DB_WAIT_S`) and gives the hold. Never raises."""
-        try:
-            pending = self._read_soon(table, segment)
-        except RuntimeError:  # the database thread is gone: ask when the answer is wanted
-            return lambda: self.hold_of(table, segment)
+        pending = self._read_soon(table, segment)
 
         def answer() -> Hold | None:
             try:
@@ -191,7 +194,11 @@ class BuildHolds:
             first = not self._clears
             self._clears.add((table, segment))
         if first:
-            self._db.submit(self._clear_queued)
+            try:
+                self._db.submit(self._clear_queued)
+            except RuntimeError:  # shut down: the records stay (one more build attempt at worst)
+                with self._lock:
+                    self._clears = set()
 
     def _clear_queued(self) -> None:
         with self._lock:
