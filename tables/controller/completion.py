@@ -85,6 +85,9 @@ STREAM_DATA_LOSS = "llcStreamDataLoss"
 MISSING_DEEP_STORE_LINK = "segmentMissingDeepStoreLink"
 PEER_SCHEME = "peer://"
 COMMIT_TIMEOUT_KEY = "realtime.segment.commit.timeoutSeconds"
+#: A latest offset the caller check read this recently (in the same call) decides whether a first
+#: report stands at the stream's end, without a second read.
+STREAM_END_MAX_AGE_MS = 100
 
 
 class SegmentFiles:
@@ -228,13 +231,16 @@ class CompletionManager:
         return self._run(instance, segment, offset, call)
 
     def _at_stream_end(self, segment: str, offset: int) -> bool:
-        """Whether `offset` is the latest of the segment's partition, read from the stream now
-        (the FSM's `first_alone`: such a first report wins at once)."""
+        """Whether `offset` is the latest of the segment's partition, read from the stream now or
+        by this call's caller check (at most `STREAM_END_MAX_AGE_MS` ago; the FSM's
+        `first_alone`: such a first report wins at once)."""
         name = LLCSegmentName.parse(segment)
         if name is None:
             return False
         table = table_name_with_type(name.table_name, "REALTIME")
-        latest = self.caller_check.latest_offset_now(self.ctx(), table, name.partition_group_id)
+        latest = self.caller_check.latest_offset_now(
+            self.ctx(), table, name.partition_group_id, max_age_ms=STREAM_END_MAX_AGE_MS
+        )
         return latest is not None and offset >= latest
 
     def segment_commit_start(self, instance: str, segment: str, offset: int) -> Response:

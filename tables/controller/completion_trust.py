@@ -216,10 +216,17 @@ class CallerCheck:
             return cached[0]
         return self.latest_offset_now(ctx, table, partition)
 
-    def latest_offset_now(self, ctx: ClusterContext, table: str, partition: int) -> int | None:
-        """The partition's latest offset read from the stream now (None when it cannot be
-        read); it also refreshes what `check` remembers."""
+    def latest_offset_now(
+        self, ctx: ClusterContext, table: str, partition: int, max_age_ms: int = 0
+    ) -> int | None:
+        """The partition's latest offset read from the stream now, or read at most `max_age_ms`
+        ago (by `check`, in the same call); None when it cannot be read. A read refreshes what
+        `check` remembers."""
         now = self._clock_ms()
+        with self._lock:
+            cached = self._latest.get((table, partition))
+        if cached is not None and now - cached[1] <= max_age_ms:
+            return cached[0]
         provider = self._provider(ctx, table)
         try:
             latest = None if provider is None else provider.latest_offset(partition)

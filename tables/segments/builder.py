@@ -321,7 +321,7 @@ def build_batch(
     for index, outcome in enumerate(outcomes):
         if outcome is None:
             settle(index, BuildError("not built"))
-    return [o if o is not None else BuildError("not built") for o in outcomes]
+    return [o for o in outcomes if o is not None]  # every one settled above
 
 
 def _readable_input(staging_uri: str, work_dir: Path) -> str:
