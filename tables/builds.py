@@ -21,12 +21,13 @@ Contract:
   `ANNOUNCED_WAIT_MAX_S`), and builds them with `tables.segments.builder.build_batch`: one Spark job
   per schema, each segment byte-identical to its build alone. Each request is its own `Job` row (its
   own task id; `details.batch`: size, leader, queued_ms), publishes to its own key, succeeds or
-  fails on its own, and a failure is counted once, by the batch; the batch hands each other
-  request's outcome over at once (`on_outcome`: the Celery task stores it as that task's result):
-  a segment as soon as it is published (`PUBLISH_EVERY` at a time, while the batch still writes
-  the others' tars, before the Job rows are recorded), a failure once recorded. Should the
-  batch's process die in between, a committer may commit a segment whose Job row is still
-  RUNNING (the next attempt of that build marks it ABANDONED).
+  fails on its own, and a failure is counted once, by the batch; the batch hands each request's
+  outcome over at once (`on_outcome`: the Celery task stores it as that task's result): a segment
+  as soon as it is published (on a thread of its own, while the batch still writes the others'
+  tars, before the Job rows are recorded; the batch's own task's too, which later returns the
+  same outcome), another task's failure once recorded. Should the batch's process die in
+  between, a committer may commit a segment whose Job row is still RUNNING (the next attempt of
+  that build marks it ABANDONED).
   The task of a request a batch built returns the outcome recorded in its Job row (a failure: raises
   `BuildError` with the recorded error) without building again, then builds what is still pending
   (instead of leaving it to the tasks queued behind it); while another batch still holds its claim,
@@ -52,7 +53,9 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+from queue import SimpleQueue
 
 import redis
 from django.conf import settings
@@ -115,8 +118,9 @@ BURST_WAIT_MAX_S = 0.6  # the longest a batch waits for a burst to settle
 ANNOUNCED_WAIT_MAX_S = 3.0
 ANNOUNCED_STALL_S = 0.4
 CLAIM_POLL_S = 0.2
-#: A batch publishes its segments this many at a time as they are made (the syncs of a group are
-#: shared) and hands each over at once, so commits start while the rest are still being written.
+#: A batch publishes its segments as they are made, at most this many at a time (those made while
+#: the last group was being published; the syncs of a group are shared), and hands each over at
+#: once, so commits start while the rest are still being written.
 PUBLISH_EVERY = 8
 
 log = logging.getLogger(__name__)
@@ -309,15 +313,17 @@ def _run_batch(
     leader: str,
     on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
 ) -> list[BuildOutcome | Exception]:
-    """Build the claimed `batch`, finish its registrations and hand over the outcomes of the
-    requests that are not `leader`'s own."""
+    """Build the claimed `batch`, finish its registrations and hand over the outcomes: every
+    published segment at once, `leader`'s own too (its committer need not wait for the rest of the
+    batch and the Job rows; the task later returns the same outcome from its row), and the
+    failures of the others once recorded (`leader`'s own task raises its own)."""
     if not batch:
         return []
     ids = [b.task_id for b in batch]
     handed: set[str] = set()
 
     def hand_over(build: PendingBuild, outcome: BuildOutcome | Exception) -> None:
-        if on_outcome is None or build.task_id == leader or build.task_id in handed:
+        if on_outcome is None or build.task_id in handed:
             return
         handed.add(build.task_id)
         try:
@@ -333,7 +339,8 @@ def _run_batch(
         raise
     _quietly(queue.finish, ids)
     for build, outcome in zip(batch, outcomes, strict=True):
-        hand_over(build, outcome)
+        if build.task_id != leader:
+            hand_over(build, outcome)
     return outcomes
 
 
@@ -457,14 +464,14 @@ def _build_and_publish(
     on_published: Callable[[int, BuildResult, str], None],
 ) -> None:
     """Build the `prepared` requests of `batch` in one `build_batch` and publish each tar as soon
-    as it is made, `PUBLISH_EVERY` at a time (their syncs shared); `on_published(index, result,
-    uri)` for each one published, then (index into `batch`) in `outcomes`."""
+    as it is made, on a thread of its own (`_publisher`), so that the next segments are written
+    while the syncs and hand-overs of the last ones wait on the disk and Redis; `on_published(
+    index, result, uri)` (on that thread) for each one published, then (index into `batch`) in
+    `outcomes`. Returns once every segment built is published."""
     spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
-    waiting: list[tuple[int, BuildResult, str]] = []  # built, not published yet
+    made: SimpleQueue[tuple[int, BuildResult, str] | None] = SimpleQueue()
 
-    def publish() -> None:
-        ready = list(waiting)
-        waiting.clear()
+    def publish(ready: list[tuple[int, BuildResult, str]]) -> None:
         uris = store.publish_many([(result.tar_path, key) for _, result, key in ready])
         for (index, result, _), uri in zip(ready, uris, strict=True):
             outcomes[index] = uri if isinstance(uri, Exception) else (result, uri)
@@ -477,20 +484,51 @@ def _build_and_publish(
             outcomes[index] = result
             return
         build = batch[index]
-        key = build.output_key or store.segment_key(request.table_name, build.segment)
-        waiting.append((index, result, key))
-        if len(waiting) >= PUBLISH_EVERY:
-            publish()
+        made.put(
+            (
+                index,
+                result,
+                build.output_key or store.segment_key(request.table_name, build.segment),
+            )
+        )
 
-    with tempfile.TemporaryDirectory(prefix="segment-build-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="segment-build-") as tmp,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="build-publish") as pool,
+    ):
+        publishing = pool.submit(_publisher, made, publish)
         work = Path(tmp)
         items = [
             BatchItem(request, store.uri_for(batch[index].staging_key), work / str(index))
             for index, request in prepared
         ]
-        build_batch(spark, items, work / "scratch", on_result=built)
-        if waiting:
-            publish()
+        try:
+            build_batch(spark, items, work / "scratch", on_result=built)
+        finally:
+            made.put(None)
+            wait([publishing])  # the tars stay in `tmp` until they are published
+        publishing.result()  # a publisher that raised: the requests it left fail (`_build_all`)
+
+
+def _publisher(
+    made: SimpleQueue[tuple[int, BuildResult, str] | None],
+    publish: Callable[[list[tuple[int, BuildResult, str]]], None],
+) -> None:
+    """Publish what `made` brings until its None: each time every segment made meanwhile (at most
+    `PUBLISH_EVERY`) in one group, whose syncs are shared; the first one alone, at once."""
+    done = False
+    while not done:
+        first = made.get()
+        if first is None:
+            return
+        group = [first]
+        while len(group) < PUBLISH_EVERY and not made.empty():
+            item = made.get()
+            if item is None:
+                done = True
+                break
+            group.append(item)
+        publish(group)
 
 
 def reingest_segment(

@@ -82,11 +82,13 @@ def spark_build_segment(
     that outcome, and the batch stores each other task's outcome as its result at once, so that
     its committer need not wait for that task to run."""
 
+    backend = self.backend  # this thread's: the batch's publisher thread hands segments over
+
     def hand_over(task_id: str, outcome: builds.BuildOutcome | Exception) -> None:
         if isinstance(outcome, Exception):
-            self.backend.mark_as_failure(task_id, outcome)
+            backend.mark_as_failure(task_id, outcome)
         else:
-            self.backend.mark_as_done(task_id, outcome.as_dict())
+            backend.mark_as_done(task_id, outcome.as_dict())
 
     outcome = builds.build_segment(
         context.current(),

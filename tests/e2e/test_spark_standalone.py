@@ -216,7 +216,12 @@ def _sha256(key: str) -> str:
 
 
 def _ran_on_the_cluster(stack: StandaloneStack, kind: str, segment: str) -> bool:
-    job = Job.objects.get(kind=kind, segment=segment, status=Job.Status.SUCCEEDED)
+    # A build's segment is handed over (and may be committed) before its Job row is recorded.
+    job = wait_until(
+        lambda: Job.objects.filter(kind=kind, segment=segment, status=Job.Status.SUCCEEDED).first(),
+        timeout=60,
+        what=f"the {kind} of {segment} recorded",
+    )
     return int(job.worker.rsplit(":", 1)[1]) in stack.spark_worker_pids()
 
 

@@ -59,7 +59,7 @@ def github(servers, topic):
 
 
 def _segment() -> str:
-    return f"githubEvents__0__{uuid.uuid4().int % 1000}__20210721T0600Z"
+    return f"githubEvents__0__{uuid.uuid4().int % 10**9}__20210721T0600Z"  # never an old one
 
 
 def _stage(rows: list[bytes], tmp_path, name: str) -> str:
@@ -69,6 +69,18 @@ def _stage(rows: list[bytes], tmp_path, name: str) -> str:
     key = store.staging_key("githubEvents", name)
     store.publish(local, key)
     return key
+
+
+def _settled(segments: list[str], count: int) -> list[Job]:
+    """The `count` Job rows of `segments` once none is RUNNING: a build's result is handed over as
+    soon as its segment is published, before the batch records its row."""
+
+    def jobs() -> list[Job] | None:
+        found = list(Job.objects.filter(segment__in=segments).order_by("id"))
+        done = len(found) == count and all(j.status != Job.Status.RUNNING for j in found)
+        return found if done else None
+
+    return wait_until(jobs, timeout=60, what=f"{count} recorded builds of {segments}")
 
 
 def _sha(key: str) -> str:
@@ -90,7 +102,7 @@ def test_a_build_publishes_the_segment_and_a_rerun_gives_the_same_bytes(
     second = spark_build_segment.delay("githubEvents", segment, key, 1, 801).get(TASK_TIMEOUT)
     assert second["crc"] == first["crc"]
     assert _sha(final) == digest
-    jobs = Job.objects.filter(segment=segment).order_by("id")
+    jobs = _settled([segment], 2)
     assert [(j.kind, j.status, j.rows) for j in jobs] == [("BUILD", "SUCCEEDED", 800)] * 2
     assert jobs[0].bytes == first["size_bytes"]
     assert jobs[0].duration_ms > 0
@@ -165,9 +177,7 @@ def test_killing_the_worker_mid_build_leaves_nothing_and_the_task_completes(
     outcome = result.get(TASK_TIMEOUT)
     assert outcome["rows"] == len(rows)
     assert builds.deep_store().exists(final)
-    statuses = list(
-        Job.objects.filter(segment=segment).order_by("id").values_list("status", flat=True)
-    )
+    statuses = [job.status for job in _settled([segment], 2)]
     assert statuses == [Job.Status.ABANDONED, Job.Status.SUCCEEDED]
 
 
@@ -181,6 +191,36 @@ def _build(segment: str, staging: str, end: int, output: str, task_id: str | Non
     return spark_build_segment.apply_async(
         args=("githubEvents", segment, staging, 1, end, output), task_id=task_id
     )
+
+
+def test_a_batch_hands_its_own_segment_over_before_recording_it(github, tmp_path):
+    """The batch's own request is handed over as soon as its segment is published, like the
+    others' (here in this process, on its publisher thread), not only when its task returns."""
+    from django.db import connection
+
+    run = uuid.uuid4().int % 100_000
+    segment = f"githubEvents__0__{run}__20210721T0600Z"
+    staged = _stage(github_rows()[:50], tmp_path, f"{segment}.rows")
+    task_id = f"own-{run}"
+    queue = BuildQueue(get_redis(settings.REDIS_URL), settings.CLUSTER_NAME)
+    queue.forget([b.task_id for b, _ in queue.pending()])  # what earlier tests left
+    handed = {}
+
+    def on_outcome(handed_id, outcome):
+        try:
+            handed[handed_id] = (outcome, Job.objects.get(task_id=handed_id).status)
+        finally:
+            connection.close()  # this thread's
+
+    output = f"githubEvents/{segment}.tmp.own"
+    outcome = builds.build_segment(
+        context.current(), "githubEvents", segment, staged, 1, 51, task_id, output, on_outcome
+    )
+    assert list(handed) == [task_id]
+    early, status_then = handed[task_id]
+    assert status_then == Job.Status.RUNNING  # before the batch recorded its Job row
+    assert early == outcome and outcome.rows == 50
+    assert Job.objects.get(task_id=task_id).status == Job.Status.SUCCEEDED
 
 
 def test_pending_builds_are_built_in_one_batch_each_on_its_own(celery_workers, github, tmp_path):
@@ -206,11 +246,12 @@ def test_pending_builds_are_built_in_one_batch_each_on_its_own(celery_workers, g
     leader = _build(segments[0], staged[0], ends[0], batched[0], ids[0]).get(TASK_TIMEOUT)
     assert leader["rows"] == 300
     # The batch stored the others' results already: their committers need not wait for them.
+    jobs = {j.task_id: j for j in _settled(segments, 4)}
     handed = [AsyncResult(i) for i in ids[1:]]
-    assert [r.state for r in handed] == ["SUCCESS", "SUCCESS", "FAILURE"]
-    assert handed[0].result["crc"] == Job.objects.get(task_id=ids[1]).details["crc"]
+    wanted = ["SUCCESS", "SUCCESS", "FAILURE"]  # a failure: handed over once recorded
+    wait_until(lambda: [r.state for r in handed] == wanted, timeout=60, what="handed over")
+    assert handed[0].result["crc"] == jobs[ids[1]].details["crc"]
 
-    jobs = {j.task_id: j for j in Job.objects.filter(task_id__in=ids)}
     assert {j.details["batch"]["size"] for j in jobs.values()} == {4}
     assert {j.details["batch"]["leader"] for j in jobs.values()} == {ids[0]}
     assert [jobs[i].status for i in ids] == ["SUCCEEDED"] * 3 + ["FAILED"]
