@@ -11,7 +11,8 @@ Contract:
   order and the pyarrow version, never on how the rows were chunked on the way (collected from
   Spark at once, or streamed from an intermediate file). Snappy, dictionary encoding and
   statistics as pyarrow's defaults; no rows: a file with the schema and no row group. The file is
-  written beside `path` and renamed into place on `close`.
+  written beside `path` and renamed into place on `close`; with `path` None it is written in
+  memory instead (the same bytes), `data` once closed.
 Spark's own Parquet writer is not used for segments: it lists column encodings in an order that
 changes from one JVM to the next, so the same rows written by two processes differed.
 """
@@ -54,16 +55,20 @@ def arrow_schema(schema: Schema) -> pa.Schema:
 
 
 class DataFileWriter:
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | None, schema: pa.Schema) -> None:
+        self.path = None if path is None else Path(path)
         self.schema = schema
         self.rows = 0
+        self.data: bytes | None = None  # the file's bytes, written in memory (`path` None)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
-        self._temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
-        self._writer = pq.ParquetWriter(
-            self._temporary, schema, compression="snappy", store_schema=False
-        )
+        self._buffer: pa.BufferOutputStream | None = None
+        self._temporary: Path | None = None
+        if self.path is None:
+            self._buffer = sink = pa.BufferOutputStream()
+        else:
+            self._temporary = sink = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
+        self._writer = pq.ParquetWriter(sink, schema, compression="snappy", store_schema=False)
 
     def write(self, rows: pa.Table | pa.RecordBatch) -> None:
         """Append rows (their columns by name; extra columns are ignored)."""
@@ -82,16 +87,20 @@ class DataFileWriter:
         self._pending = [rest] if rest.num_rows else []
         self._pending_rows = rest.num_rows
 
-    def close(self) -> Path:
+    def close(self) -> Path | None:
         if self._pending_rows:
             self._flush(self._pending_rows)
         self._writer.close()
-        self._temporary.replace(self.path)
+        if self._buffer is not None:
+            self.data = self._buffer.getvalue().to_pybytes()
+        elif self._temporary is not None and self.path is not None:
+            self._temporary.replace(self.path)
         return self.path
 
     def abort(self) -> None:
         self._writer.close()
-        self._temporary.unlink(missing_ok=True)
+        if self._temporary is not None:
+            self._temporary.unlink(missing_ok=True)
 
     def __enter__(self) -> DataFileWriter:
         return self

@@ -3,14 +3,17 @@
 `finish(request, plan, output, index, work_dir, batch_size)` takes the rows of `index` from a
 `tables.segments.batch.GroupOutput` (a table in memory, or an intermediate file streamed in
 batches) and:
-- writes `<work_dir>/<segment>/data.parquet` with `tables.segments.data_file.DataFileWriter`
-  (the same bytes whichever way the rows came), noting the time range (the rows' time keys,
-  Spark's) on the way;
+- writes the data file with `tables.segments.data_file.DataFileWriter` (the same bytes whichever
+  way the rows came), noting the time range (the rows' time keys, Spark's) on the way: in memory
+  when the rows are (collected from Spark), else `<work_dir>/<segment>/data.parquet`, so that a
+  batch of small segments makes one file each, the tar, on a disk the rest of the host keeps
+  syncing;
 - computes the statistics (`tables.segments.arrow_stats`: from the table in memory, in a thread
   while the file is written when it is large, or from the written file one column at a time)
   and refuses repeated offsets or offsets outside the request's range (`BuildError`);
-- writes `metadata.properties` and `creation.meta` and packs `<work_dir>/<segment>.tar.gz`
-  (`tables.segments.segment_format`); when `ingestionConfig.filterConfig` dropped rows, the
+- makes `metadata.properties` and `creation.meta` and packs `<work_dir>/<segment>.tar.gz`
+  (`tables.segments.segment_format`: `pack_files` from memory, `pack_segment` from the folder, the
+  same bytes); when `ingestionConfig.filterConfig` dropped rows, the
   segment also holds `FILTERED_OFFSETS_FILE` (their offsets as "s-e,s-e" ranges, the ledger's
   format) and `BuildResult.filtered_rows` counts them; their offsets must be distinct, inside
   the request's range, and no more than the offsets its rows leave (`BuildError`).
@@ -56,6 +59,7 @@ from tables.segments.segment_format import (
     format_properties,
     format_value,
     pack_creation_meta,
+    pack_files,
     pack_segment,
 )
 
@@ -167,11 +171,11 @@ def _chunks(output: GroupOutput, index: int) -> Iterator[pa.Table | pa.RecordBat
 
 
 def _write_data(
-    output: GroupOutput, index: int, path: Path, schema: pa.Schema
+    output: GroupOutput, index: int, writer: DataFileWriter
 ) -> tuple[int | None, int | None]:
-    """Write the data file; the (min, max) time key of its rows."""
+    """Write the data file (closing `writer`); the (min, max) time key of its rows."""
     low = high = None
-    with DataFileWriter(path, schema) as writer:
+    with writer:
         for chunk in _chunks(output, index):
             writer.write(chunk)
             times = chunk.column(TIME_KEY)
@@ -196,10 +200,8 @@ def _repeats(output: GroupOutput, index: int) -> bool:
     return rows.group_by(keys).aggregate([]).num_rows != rows.num_rows
 
 
-def _declare_filtered(
-    request: BuildRequest, offsets: list[int], held_offsets: int, segment_dir: Path
-) -> None:
-    """Write the offsets the filter dropped (ascending) as ranges; BuildError when they are not
+def _declare_filtered(request: BuildRequest, offsets: list[int], held_offsets: int) -> bytes:
+    """The offsets the filter dropped (ascending) as ranges; BuildError when they are not
     distinct offsets of the request's range."""
     name = request.segment_name
     if len(set(offsets)) != len(offsets) or not (
@@ -208,8 +210,39 @@ def _declare_filtered(
         raise BuildError(f"{name}: the offsets the filter dropped repeat or leave the range")
     if len(offsets) + held_offsets > request.end_offset - request.start_offset:
         raise BuildError(f"{name}: more rows and dropped rows than offsets")
-    text = format_offset_ranges(offset_runs(offsets))
-    (segment_dir / FILTERED_OFFSETS_FILE).write_text(text, encoding="ascii")
+    return format_offset_ranges(offset_runs(offsets)).encode("ascii")
+
+
+class _SegmentFiles:
+    """A segment's files before packing: in a folder (rows streamed from an intermediate file,
+    possibly large), or in memory (rows Spark collected: no file is made but the tar)."""
+
+    def __init__(self, work_dir: Path, name: str, in_memory: bool) -> None:
+        self.name, self.folder = name, work_dir / name
+        self.files: dict[str, bytes] | None = {} if in_memory else None
+        if self.files is None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True)
+
+    def data_writer(self, schema: pa.Schema) -> DataFileWriter:
+        return DataFileWriter(None if self.files is not None else self.folder / DATA_FILE, schema)
+
+    def data_crc(self, writer: DataFileWriter) -> int:
+        if self.files is not None and writer.data is not None:
+            self.files[DATA_FILE] = writer.data
+            return zlib.crc32(writer.data)
+        return _crc32(self.folder / DATA_FILE)
+
+    def put(self, file: str, data: bytes) -> None:
+        if self.files is not None:
+            self.files[file] = data
+        else:
+            (self.folder / file).write_bytes(data)
+
+    def pack(self, tar_path: Path, mtime: int) -> int:
+        if self.files is not None:
+            return pack_files(self.name, self.files, tar_path, mtime=mtime)
+        return pack_segment(self.folder, tar_path, mtime=mtime)
 
 
 def finish(
@@ -222,16 +255,14 @@ def finish(
 ) -> BuildResult:
     """One segment from its rows (see the module docstring)."""
     name = request.segment_name
-    segment_dir = work_dir / name
-    shutil.rmtree(segment_dir, ignore_errors=True)
-    segment_dir.mkdir(parents=True)
-    data_path = segment_dir / DATA_FILE
+    files = _SegmentFiles(work_dir, name, in_memory=index in output.tables)
     phases = dict(output.seconds)
     mark = time.monotonic()
     schema = arrow_schema(plan.schema)
+    writer = files.data_writer(schema)
     if index in output.tables and output.tables[index].num_rows < _STATS_THREAD_ROWS:
         rows = output.tables[index].select(schema.names).cast(schema)
-        time_range = _write_data(output, index, data_path, schema)
+        time_range = _write_data(output, index, writer)
         stats = arrow_stats.stats_of(rows.column, rows.num_rows, plan.schema)
     elif index in output.tables:  # rows in memory: statistics while the file is written
         rows = output.tables[index].select(schema.names).cast(schema)
@@ -239,11 +270,11 @@ def finish(
             counting = pool.submit(
                 arrow_stats.stats_of, rows.column, rows.num_rows, plan.schema, _STATS_THREADS
             )
-            time_range = _write_data(output, index, data_path, schema)
+            time_range = _write_data(output, index, writer)
             stats = counting.result()
     else:
-        time_range = _write_data(output, index, data_path, schema)
-        stats = arrow_stats.file_stats(data_path, plan.schema)
+        time_range = _write_data(output, index, writer)
+        stats = arrow_stats.file_stats(files.folder / DATA_FILE, plan.schema)
     phases["write_and_stats"] = round(time.monotonic() - mark, 3)
     mark = time.monotonic()
     repeated = stats.distinct_offsets != stats.total_docs and not plan.unnest
@@ -262,16 +293,18 @@ def finish(
     )
     filtered = output.filtered.get(index, [])
     if filtered:
-        _declare_filtered(request, filtered, stats.distinct_offsets, segment_dir)
+        files.put(
+            FILTERED_OFFSETS_FILE, _declare_filtered(request, filtered, stats.distinct_offsets)
+        )
     if plan.unnest:  # several rows per offset are this segment's own (see the ledger)
-        (segment_dir / UNNEST_FILE).write_text("".join(f + "\n" for f in plan.unnest), "utf-8")
+        files.put(UNNEST_FILE, "".join(f + "\n" for f in plan.unnest).encode("utf-8"))
     incomplete = output.incomplete.get(index, frames.Incomplete(0, {}, []))
-    crc = _crc32(data_path)
+    crc = files.data_crc(writer)
     metadata = _metadata(request, plan, stats, start_ms, end_ms)
-    (segment_dir / METADATA_FILE).write_text(format_properties(metadata), encoding="ascii")
-    (segment_dir / CREATION_META).write_bytes(pack_creation_meta(crc, request.creation_time_ms))
+    files.put(METADATA_FILE, format_properties(metadata).encode("ascii"))
+    files.put(CREATION_META, pack_creation_meta(crc, request.creation_time_ms))
     tar_path = work_dir / f"{name}.tar.gz"
-    size = pack_segment(segment_dir, tar_path, mtime=request.creation_time_ms // 1000)
+    size = files.pack(tar_path, mtime=request.creation_time_ms // 1000)
     phases["pack"] = round(time.monotonic() - mark, 3)
     phases["batch_size"] = batch_size
     log.info(

@@ -10,7 +10,8 @@ A segment is a directory `<segment>/` packed as `<segment>.tar.gz`, holding:
 - `creation.meta`: 16 bytes, Pinot's layout: big-endian int64 CRC, then big-endian int64 creation
   time in epoch millis.
 
-Determinism. `pack_segment` writes the directory entry first, then the files in name order, each
+Determinism. `pack_segment` (a folder's files) and `pack_files` (the same files in memory: the
+same bytes) write the directory entry first, then the files in name order, each
 with a fixed mtime (the caller's, normally the segment's creation time), uid/gid 0, no user or group
 names, mode 0644 (0755 for the directory); the gzip header carries mtime 0 and no file name. Packing
 the same files twice gives the same bytes, so a re-run publishes an identical object.
@@ -24,10 +25,11 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import gzip
+import io
 import re
 import struct
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -42,6 +44,7 @@ __all__ = [
     "format_properties",
     "format_value",
     "pack_creation_meta",
+    "pack_files",
     "pack_segment",
     "parse_properties",
     "read_metadata_files",
@@ -211,17 +214,34 @@ def _info(name: str, mtime: int, size: int = 0, is_dir: bool = False) -> tarfile
 
 def pack_segment(segment_dir: Path, tar_path: Path, mtime: int = 0) -> int:
     """Pack the files of `segment_dir` into `tar_path` (see Determinism); returns its size."""
-    name = segment_dir.name
     files = sorted(p for p in segment_dir.iterdir() if p.is_file())
+    members = [(path.name, path.stat().st_size, path.open) for path in files]
+    return _pack(segment_dir.name, members, tar_path, mtime)
+
+
+def pack_files(name: str, files: Mapping[str, bytes], tar_path: Path, mtime: int = 0) -> int:
+    """Pack the segment `name` whose files (by base name) are in memory: the same bytes as
+    `pack_segment` of a folder `name` holding those files; returns the tar's size."""
+    members = [
+        (file, len(data), lambda _mode, data=data: io.BytesIO(data))
+        for file, data in sorted(files.items())
+    ]
+    return _pack(name, members, tar_path, mtime)
+
+
+def _pack(
+    name: str, members: list[tuple[str, int, Callable[..., IO[bytes]]]], tar_path: Path, mtime: int
+) -> int:
+    """`members`: (base name, size, a function opening it for reading), in name order."""
     with tar_path.open("wb") as raw:
         with (
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
         ):
             tar.addfile(_info(f"{name}/", mtime, is_dir=True))
-            for path in files:
-                with path.open("rb") as handle:
-                    tar.addfile(_info(f"{name}/{path.name}", mtime, path.stat().st_size), handle)
+            for file, size, opener in members:
+                with opener("rb") as handle:
+                    tar.addfile(_info(f"{name}/{file}", mtime, size), handle)
         raw.flush()
     return tar_path.stat().st_size
 

@@ -20,6 +20,7 @@ from tables.segments.segment_format import (
     format_properties,
     format_value,
     pack_creation_meta,
+    pack_files,
     pack_segment,
     parse_properties,
     read_segment,
@@ -119,6 +120,16 @@ def make_segment(root, name="seg__0__1__20210721T0600Z"):
     (segment / "metadata.properties").write_text(format_properties({"segment.name": name}))
     (segment / "creation.meta").write_bytes(pack_creation_meta(7, 1626847200000))
     return segment, table
+
+
+def test_a_segment_packed_from_memory_is_the_same_bytes_as_from_its_folder(tmp_path):
+    segment, _ = make_segment(tmp_path / "one")
+    from_folder, from_memory = tmp_path / "folder.tar.gz", tmp_path / "memory.tar.gz"
+    pack_segment(segment, from_folder, mtime=1626847200)
+    files = {path.name: path.read_bytes() for path in segment.iterdir()}
+    size = pack_files(segment.name, dict(reversed(list(files.items()))), from_memory, 1626847200)
+    assert size == from_memory.stat().st_size
+    assert from_memory.read_bytes() == from_folder.read_bytes()
 
 
 def test_tar_is_byte_identical_whatever_the_files_mtimes(tmp_path):
