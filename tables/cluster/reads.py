@@ -26,7 +26,7 @@ from tables.domain.schema import Schema, schema_from_znrecord
 from tables.domain.segment_metadata import SegmentZKMetadata
 from tables.domain.table_config import TableConfig, table_config_from_znrecord
 from tables.zk.errors import NoNode
-from tables.zk.records import read_record, read_records
+from tables.zk.records import VersionedRecord, read_record, read_records
 
 from .context import ClusterContext
 from .errors import BadRequest, NotFound
@@ -107,13 +107,18 @@ class ClusterReader:
         return sorted(self._children(self.paths.segments(table)))
 
     def segment_metadata(self, name: str, segment: str) -> SegmentZKMetadata:
+        return SegmentZKMetadata.from_znrecord(self.segment_metadata_record(name, segment).record)
+
+    def segment_metadata_record(self, name: str, segment: str) -> VersionedRecord:
+        """The segment's metadata znode as read, with its version (for a later compare-and-set
+        that need not read it again, `tables.zk.records.update_record(known=...)`)."""
         table = self.table_name(name)
         segment = self.segment_name(segment)
         found = read_record(self.zk, self.paths.segment(table, segment))
         if found is None:
             self._config(table)  # 404 for the table itself when that is what is missing
             raise NotFound(f"segment {segment} of table {raw_table_name(table)} not found")
-        return SegmentZKMetadata.from_znrecord(found.record)
+        return found
 
     def segments_metadata(
         self, segments: Sequence[tuple[str, str]]

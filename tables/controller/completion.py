@@ -67,10 +67,11 @@ from tables.domain.completion import Response, SegmentCompletionFSM, Status
 from tables.domain.leadership import lead_partition
 from tables.domain.ledger import STREAM_DATA_LOSS_PARAM, parse_offset_ranges
 from tables.domain.names import LLCSegmentName, table_name_with_type
-from tables.domain.segment_metadata import SegmentStatus
+from tables.domain.segment_metadata import SegmentStatus, SegmentZKMetadata
 from tables.models import DurableCounter
 from tables.segments.deepstore import DeepStore
 from tables.segments.segment_format import CREATION_META, parse_properties, unpack_creation_meta
+from tables.zk.records import VersionedRecord
 
 from .completion_trust import CallerCheck, CallRefused
 from .llc import CommittingSegment, LLCSegmentManager
@@ -101,8 +102,15 @@ class SegmentFiles:
 class _Actions:
     """The FSM's side effects for one segment."""
 
-    def __init__(self, manager: CompletionManager, table: str, segment: str) -> None:
+    def __init__(
+        self,
+        manager: CompletionManager,
+        table: str,
+        segment: str,
+        read: VersionedRecord | None = None,
+    ) -> None:
         self.manager, self.table, self.segment = manager, table, segment
+        self.read = read  # the metadata znode as the FSM was made from it: step 1 tries it first
         self.files: SegmentFiles | None = None
         self.row_count = -1
         self.lost_offsets: tuple[tuple[int, int], ...] = ()
@@ -138,7 +146,7 @@ class _Actions:
         self, instance: str, offset: int, location: str, metadata: Mapping[str, str]
     ) -> None:
         committing = self._committed_segment(offset, location, metadata)
-        self.manager.llc().commit_segment_metadata(self.table, committing)
+        self.manager.llc().commit_segment_metadata(self.table, committing, known=self.read)
 
     def commit_to_committing(self, instance: str, offset: int) -> None:
         self.next_segment = self.manager.llc().commit_segment_metadata_to_committing(
@@ -406,9 +414,10 @@ class CompletionManager:
 
     def _new_fsm(self, ctx: ClusterContext, table: str, segment: str, first_is_stopped: bool):
         config = self.caller_check.hot(ctx).table_config(table)
-        meta = ResourceManager(ctx).segment_metadata(table, segment)
+        found = ResourceManager(ctx).segment_metadata_record(table, segment)
+        meta = SegmentZKMetadata.from_znrecord(found.record)
         timeout_s = config.stream_config.get(COMMIT_TIMEOUT_KEY)
-        actions = _Actions(self, table, segment)
+        actions = _Actions(self, table, segment, found)
         done = meta.status in (SegmentStatus.DONE, SegmentStatus.UPLOADED)
         fsm = SegmentCompletionFSM(
             segment,

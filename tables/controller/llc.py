@@ -86,7 +86,7 @@ from tables.streams.base import StreamError, StreamProvider, provider_for
 from tables.zk.errors import NodeExists, NoNode
 from tables.zk.group_commit import update_idealstate
 from tables.zk.interface import ZkStore
-from tables.zk.records import create_record, read_record, update_record
+from tables.zk.records import VersionedRecord, create_record, read_record, update_record
 
 from .healing_errors import ErrorRepairer
 from .resources import ResourceManager
@@ -290,7 +290,9 @@ class LLCSegmentManager:
             provider.close()
 
     # --- commit ------------------------------------------------------------------------------
-    def commit_segment_metadata(self, table: str, committing: CommittingSegment) -> str | None:
+    def commit_segment_metadata(
+        self, table: str, committing: CommittingSegment, known: VersionedRecord | None = None
+    ) -> str | None:
         """The three commit steps; returns the next segment's name (None when none was made).
 
         Raises CommitRejected (the server is told FAILED) when the segment is not IN_PROGRESS, the
@@ -303,7 +305,7 @@ class LLCSegmentManager:
             raise CommitRejected(f"{committing.segment_name} is not an LLC segment name")
         meta_path = self.paths.segment(table, committing.segment_name)
 
-        done = self._step1_mark_done(meta_path, committing)
+        done = self._step1_mark_done(meta_path, committing, known=known)
         faults.exit_if("controller.commit.after_step1")
         # Learn from this segment before sizing the next one, as Pinot's updaters do.
         self._learn(config, done, committing)
@@ -390,9 +392,11 @@ class LLCSegmentManager:
         path: str,
         committing: CommittingSegment,
         expected: SegmentStatus = SegmentStatus.IN_PROGRESS,
+        known: VersionedRecord | None = None,
     ) -> SegmentZKMetadata:
         """`expected` (IN_PROGRESS, or COMMITTING for a pauseless commit end) -> DONE with the
-        built segment's facts, compare-and-set."""
+        built segment's facts, compare-and-set (first on `known`, the znode as read earlier:
+        `update_record`)."""
         result: dict[str, SegmentZKMetadata] = {}
 
         def mark(record):
@@ -416,14 +420,16 @@ class LLCSegmentManager:
             result["done"] = done
             return done.to_znrecord()
 
-        self._update_metadata(path, committing.segment_name, mark)
+        self._update_metadata(path, committing.segment_name, mark, known)
         return result["done"]
 
-    def _update_metadata(self, path: str, segment: str, mark: Callable) -> None:
+    def _update_metadata(
+        self, path: str, segment: str, mark: Callable, known: VersionedRecord | None = None
+    ) -> None:
         """Compare-and-set `mark` over a segment's metadata; CommitRejected when it has none.
         The znode's mtime after the write is kept for step 3's guard (no second read)."""
         try:
-            written = update_record(self.zk, path, mark)
+            written = update_record(self.zk, path, mark, known=known)
         except NoNode:
             raise CommitRejected(f"{segment} has no metadata") from None
         self._step1_mtime_ms[path] = written.mtime_ms

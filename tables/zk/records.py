@@ -72,11 +72,15 @@ def write_record(client: ZkStore, path: str, record: ZNRecord, version: int) -> 
 
 
 def update_record(
-    client: ZkStore, path: str, mutate: Callable[[ZNRecord], ZNRecord | None]
+    client: ZkStore,
+    path: str,
+    mutate: Callable[[ZNRecord], ZNRecord | None],
+    known: VersionedRecord | None = None,
 ) -> VersionedRecord:
     """Compare-and-set `mutate` over the record at `path`, retried on version conflicts. Returns
     the record as written (the one `mutate` returned last: not decoded again from its bytes) or,
-    when `mutate` changed nothing, as read."""
+    when `mutate` changed nothing, as read. `known`: the znode as read earlier, tried first
+    without reading (`tables.zk.store.update`)."""
     written: list[ZNRecord] = []
 
     def apply(data: bytes) -> bytes | None:
@@ -84,6 +88,9 @@ def update_record(
         written[:] = [] if new is None else [new]
         return None if new is None else codec.encode(new)
 
-    result = store.update(client, path, apply)
+    as_read = None
+    if known is not None:
+        as_read = store.Versioned(codec.encode(known.record), known.version, known.mtime_ms)
+    result = store.update(client, path, apply, known=as_read)
     record = written[0] if written else codec.decode(result.data)
     return VersionedRecord(record, result.version, result.mtime_ms)

@@ -53,19 +53,46 @@ def backoff_delay(attempt: int, rng: Callable[[], float] = random.random) -> flo
     return rng() * min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** min(attempt, 16))
 
 
+def _write_known(
+    client: ZkStore, path: str, mutate: Callable[[bytes], bytes | None], known: Versioned
+) -> Versioned | None:
+    """What `mutate` makes of `known`, written compare-and-set on its version; None when it
+    refuses or changes nothing (decided again on what a read finds) or the znode changed since."""
+    try:
+        new = mutate(known.data)
+    except Exception:
+        return None
+    if new is None:
+        return None
+    try:
+        stat = client.set(path, new, version=known.version)
+    except BadVersionError:
+        return None
+    return Versioned(data=new, version=stat.version, mtime_ms=stat.mtime)
+
+
 def update(
     client: ZkStore,
     path: str,
     mutate: Callable[[bytes], bytes | None],
     max_attempts: int = 200,
     sleep: Callable[[float], None] = time.sleep,
+    known: Versioned | None = None,
 ) -> Versioned:
     """Apply `mutate` to the znode's current bytes with compare-and-set, retrying on conflict.
 
     `mutate` returns the new bytes, or None to leave the znode as it is. Returns the state after the
     write (or the unchanged state). Raises NoNodeError if the znode does not exist, and
-    ConflictLimitExceeded after `max_attempts` conflicts in a row.
+    ConflictLimitExceeded after `max_attempts` conflicts in a row. `known`: the znode as the
+    caller read it earlier: the first attempt applies `mutate` to it and writes without reading
+    (a read waits behind the session's pending writes); when it changed since, the write's
+    version conflict sends the next attempt to read it, without a back-off. Only what is read
+    decides a refusal (`mutate` raising) or "nothing to write": either, on `known`, reads first.
     """
+    if known is not None:
+        written = _write_known(client, path, mutate, known)
+        if written is not None:
+            return written
     for attempt in range(1, max_attempts + 1):
         data, stat = client.get(path)
         new = mutate(data)
