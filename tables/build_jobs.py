@@ -24,6 +24,7 @@ import socket
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from tables.build_batches import PendingBuild
@@ -63,10 +64,13 @@ class BuildOutcome:
         return dict(self.__dict__)
 
 
+_SUPERSEDED = "superseded by a later attempt (its process died or was killed)"
+
+
 def start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
     Job.objects.filter(kind=kind, table=table, segment=segment, status=Job.Status.RUNNING).update(
         status=Job.Status.ABANDONED,
-        error="superseded by a later attempt (its process died or was killed)",
+        error=_SUPERSEDED,
         finished_at=timezone.now(),
     )
     return Job.objects.create(
@@ -80,7 +84,7 @@ def start_job(kind: str, table: str, segment: str, task_id: str) -> Job:
 
 
 def start_build_jobs(batch: list[PendingBuild]) -> list[Job]:
-    """`_start_job` for every request of a batch, in one transaction (two statements)."""
+    """`start_job` for every request of a batch, in one transaction (two statements)."""
     now = timezone.now()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     with transaction.atomic():
@@ -88,7 +92,7 @@ def start_build_jobs(batch: list[PendingBuild]) -> list[Job]:
             kind=Job.Kind.BUILD, segment__in=[b.segment for b in batch], status=Job.Status.RUNNING
         ).update(
             status=Job.Status.ABANDONED,
-            error="superseded by a later attempt (its process died or was killed)",
+            error=_SUPERSEDED,
             finished_at=now,
         )
         jobs = [
@@ -218,29 +222,24 @@ def outcome_of(job: Job) -> BuildOutcome:
     )
 
 
+def _finished(task_ids: list[str]) -> QuerySet[Job]:
+    """The finished attempts (succeeded or failed) of the build tasks `task_ids`."""
+    return Job.objects.filter(
+        kind=Job.Kind.BUILD,
+        task_id__in=task_ids,
+        status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
+    )
+
+
 def recorded_among(task_ids: list[str]) -> set[str]:
     """The build tasks of `task_ids` with a finished attempt recorded (one query)."""
-    return set(
-        Job.objects.filter(
-            kind=Job.Kind.BUILD,
-            task_id__in=task_ids,
-            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
-        ).values_list("task_id", flat=True)
-    )
+    return set(_finished(task_ids).values_list("task_id", flat=True))
 
 
 def recorded(task_id: str) -> BuildOutcome | BuildError | None:
     """The recorded outcome of the build task `task_id`, if an attempt finished (a failure as the
     error to raise again); None when none did."""
-    job = (
-        Job.objects.filter(
-            kind=Job.Kind.BUILD,
-            task_id=task_id,
-            status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED],
-        )
-        .order_by("-id")
-        .first()
-    )
+    job = _finished([task_id]).order_by("-id").first()
     if job is None:
         return None
     if job.status == Job.Status.FAILED:
