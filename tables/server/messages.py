@@ -185,8 +185,9 @@ class MessageHandler:
                 simple.get(zk_messages.MSG_TYPE),
                 simple.get(zk_messages.MSG_SUBTYPE),
             )
-        zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
+        # Counted before the delete: a message seen gone from ZooKeeper has been counted.
         self.handled += acted
+        zk_messages.delete_message(ctx.client, ctx.paths, me, msg_id)
         return acted
 
     # --- STATE_TRANSITION (reset) -------------------------------------------------------------
