@@ -257,33 +257,47 @@ class BuildQueue:
     ) -> list[PendingBuild]:
         """A batch: `mine` (claimed) first, then the other pending requests it takes. When others
         were registered moments ago (a pause, a force commit, many partitions committing), it
-        first lets the burst settle."""
+        first lets the burst settle (`settle`)."""
+        mine = self.settle(limits, mine) or mine
+        return [mine, *self.claim_others(mine.task_id, [mine], limits, recorded, staged)]
+
+    def settle(self, limits: BatchLimits, mine: PendingBuild | None = None) -> PendingBuild | None:
+        """Wait until a burst of registrations is complete: while builds announced for the
+        tables of `mine` and of the pending requests are still on their way (within the
+        announced limits), else until none came for `limits.settle_s` (at most `wait_max_s`).
+        Returns `mine` with its registration time; without `mine` (a task helping to build what
+        is pending, `tables.builds`), None at once when nothing is pending."""
         started = time.monotonic()
         awaiting = False
         known: dict[str, PendingBuild] = {}
         while True:
             now_ms = int(time.time() * 1000)
             pending = self.pending(known=known)
-            own = [ms for b, ms in pending if b.task_id == mine.task_id]
-            if own:
-                mine = dataclasses.replace(mine, registered_ms=own[0])
-            others = [ms for b, ms in pending if b.task_id != mine.task_id]
+            if mine is not None:
+                own = [ms for b, ms in pending if b.task_id == mine.task_id]
+                if own:
+                    mine = dataclasses.replace(mine, registered_ms=own[0])
+            others = [(b, ms) for b, ms in pending if mine is None or b.task_id != mine.task_id]
+            if mine is None and not others:
+                return None
+            times = [ms for _, ms in others]
             waited = time.monotonic() - started
-            awaited = self._awaited(mine, [b for b, _ in pending])
-            if awaited:  # a pause's builds still coming: wait while they keep coming
+            builds = [b for b, _ in others] + ([mine] if mine is not None else [])
+            if self._awaited(builds):  # a pause's builds still coming: wait while they come
                 awaiting = True
-                latest = max([mine.registered_ms, *others])
+                latest = max(times + ([mine.registered_ms] if mine is not None else []))
                 stalled = now_ms - latest >= limits.announced_stall_s * 1000
                 if stalled or waited >= limits.announced_wait_max_s:
-                    break
-            elif awaiting:
-                break  # the last announced build came: nothing else to settle
-            elif not others or now_ms - max(others) >= limits.settle_s * 1000:
-                break  # the burst settled
-            elif waited >= limits.wait_max_s:
-                break
-            time.sleep(0.05 if not awaited else 0.02)
-        return [mine, *self.claim_others(mine.task_id, [mine], limits, recorded, staged)]
+                    return mine
+                time.sleep(0.02)
+                continue
+            if awaiting:
+                return mine  # the last announced build came: nothing else to settle
+            if not times or now_ms - max(times) >= limits.settle_s * 1000:
+                return mine  # the burst settled
+            if waited >= limits.wait_max_s:
+                return mine
+            time.sleep(0.05)
 
     def expect(self, segments: Iterable[str], now_ms: int | None = None) -> None:
         """Announce the builds of `segments` (LLC names) before their requests exist (see the
@@ -308,18 +322,21 @@ class BuildQueue:
         name = LLCSegmentName.parse(segment)
         return None if name is None else f"{self.prefix}expect:{name.table_name}"
 
-    def _awaited(self, mine: PendingBuild, pending: Sequence[PendingBuild]) -> set[str]:
-        """The announced segments of `mine`'s table whose requests are not registered yet (a
-        registration withdraws its announcement; a lapsed one is dropped)."""
-        key = self._expect_key_of(mine.segment)
-        if key is None:
+    def _awaited(self, builds: Sequence[PendingBuild]) -> set[str]:
+        """The announced segments of the tables of `builds` whose requests are not registered
+        yet (a registration withdraws its announcement; a lapsed one is dropped)."""
+        keys = sorted({k for b in builds if (k := self._expect_key_of(b.segment)) is not None})
+        if not keys:
             return set()
         pipe = self.client.pipeline(transaction=False)
-        pipe.zremrangebyscore(key, "-inf", int(time.time() * 1000))
-        pipe.zrange(key, 0, -1)
-        _, members = pipe.execute()
-        announced = {m.decode() if isinstance(m, bytes) else m for m in members}
-        return announced - {b.segment for b in pending} - {mine.segment}
+        for key in keys:
+            pipe.zremrangebyscore(key, "-inf", int(time.time() * 1000))
+            pipe.zrange(key, 0, -1)
+        replies = pipe.execute()
+        announced = {
+            m.decode() if isinstance(m, bytes) else m for members in replies[1::2] for m in members
+        }
+        return announced - {b.segment for b in builds}
 
     def claim_others(
         self,

@@ -30,7 +30,8 @@ Contract:
   that build marks it ABANDONED).
   The task of a request a batch built returns the outcome recorded in its Job row (a failure: raises
   `BuildError` with the recorded error) without building again, then builds what is still pending
-  (instead of leaving it to the tasks queued behind it); while another batch still holds its claim,
+  (instead of leaving it to the tasks queued behind it), first letting a burst settle as a
+  leader does (the next pause's builds); while another batch still holds its claim,
   it waits. A request whose staging file is gone when claimed (its committer gave up) is left to its
   own task. Without Redis a task builds alone.
 - A failed attempt's `details.failure` is the failure's class (`tables.domain.build_backoff.
@@ -298,8 +299,12 @@ def _help(
     task_id: str,
     on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
 ) -> None:
-    """Build the pending requests nobody claimed yet; a failure here is not this task's."""
+    """Build the pending requests nobody claimed yet; a failure here is not this task's. A burst
+    of them still coming (the next pause's builds, while this task's message waited behind its
+    own batch) is let settle first, as a batch's leader does (`BuildQueue.settle`): else this
+    task would build the first of them and leave the rest to a second batch."""
     try:
+        queue.settle(_limits())
         others = queue.claim_others(task_id, [], _limits(), recorded_among, _staged)
         _run_batch(ctx, queue, others, task_id, on_outcome)
     except Exception:

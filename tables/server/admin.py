@@ -49,6 +49,7 @@ from typing import Any
 from tables.domain.completion_trust import check_token
 from tables.domain.names import table_name_with_type
 from tables.domain.segment_states import SegmentState
+from tables.http_servers import NoDelay
 
 from .consumer import SegmentConsumer
 from .instance import Replica, ServerInstance
@@ -252,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("admin %s %s", self.address_string(), format % args)
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(NoDelay, ThreadingHTTPServer):
     daemon_threads = True
     # socketserver's default backlog of 5 drops connections of a burst (peer downloads, the
     # console's consumingSegmentsInfo fan-out), which callers' kernels retry only after 1 s.

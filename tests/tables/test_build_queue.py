@@ -148,6 +148,27 @@ def test_announced_builds_are_waited_for_while_they_keep_coming(queue):
     assert [b.task_id for b in batches[0]] == list("abcde")
 
 
+def test_a_helper_waits_for_the_announced_builds_of_what_is_pending(queue):
+    """A task whose own build is done helps with what is pending (`tables.builds._help`): with
+    builds of a pause announced and only some registered, it waits for the rest as a leader
+    does, so that they make one batch, not two. Nothing pending: no wait at all."""
+    limits = BatchLimits(16, 10_000, 0.0, 0.0, **_ANNOUNCED)
+    assert queue.settle(limits) is None  # nothing pending
+    first, second = _llc("a", 1), _llc("b", 2)
+    queue.expect([first.segment, second.segment])
+    queue.register(first)
+    settled = threading.Event()
+    helping = threading.Thread(target=lambda: (queue.settle(limits), settled.set()))
+    helping.start()
+    helping.join(timeout=0.3)
+    assert not settled.is_set()  # b is announced and not registered yet
+    queue.register(second)
+    helping.join(timeout=20)
+    assert settled.is_set()
+    found = queue.claim_others("helper", [], limits, lambda tasks: set(), lambda key: True)
+    assert [b.task_id for b in found] == ["a", "b"]
+
+
 def test_an_announced_build_that_never_comes_is_waited_for_until_the_stall_then_lapses(queue):
     limits = BatchLimits(16, 10_000, 0.0, 0.0, announced_wait_max_s=60.0, announced_stall_s=0.2)
     queue.expect([_llc("gone", 9).segment])
@@ -158,7 +179,7 @@ def test_an_announced_build_that_never_comes_is_waited_for_until_the_stall_then_
     assert queue.client.ttl(queue._expect_key_of(_llc("x", 0).segment)) <= EXPECT_TTL_S
     # An announcement made EXPECT_TTL_S ago has lapsed: nobody waits for it any more.
     queue.expect([_llc("late", 8).segment], now_ms=int(time.time() * 1000) - EXPECT_TTL_S * 1000)
-    assert queue._awaited(_llc("a", 1), []) == {_llc("gone", 9).segment}
+    assert queue._awaited([_llc("a", 1)]) == {_llc("gone", 9).segment}
 
 
 def test_requests_read_before_are_not_read_again_and_expired_ones_still_drop(queue):

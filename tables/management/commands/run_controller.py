@@ -29,6 +29,7 @@ from tables.cluster import context
 from tables.controller import completion
 from tables.controller.process import ControllerProcess
 from tables.healing_triggers import request_leader_validation
+from tables.http_servers import NoDelay
 from tables.zk.cluster import init_cluster
 
 #: Connections the kernel queues while the HTTP thread is busy accepting. socketserver's default
@@ -37,7 +38,7 @@ from tables.zk.cluster import init_cluster
 LISTEN_BACKLOG = 1024
 
 
-class _ControllerHTTPServer(ThreadedWSGIServer):
+class _ControllerHTTPServer(NoDelay, ThreadedWSGIServer):
     request_queue_size = LISTEN_BACKLOG
 
 
