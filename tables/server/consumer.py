@@ -241,9 +241,12 @@ class SegmentConsumer:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def force_commit(self) -> None:
+    def force_commit(self, wake: bool = True) -> None:
+        """End consumption now and commit. `wake=False`: the caller wakes the fetch itself (many
+        consumers of one provider at once: `StreamProvider.wake_many`)."""
         self._force.set()
-        self._wake_fetch()
+        if wake:
+            self._wake_fetch()
 
     def _wake_fetch(self) -> None:
         """A fetch waiting for rows returns now, not at its timeout (`StreamProvider.wake`)."""

@@ -28,6 +28,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -38,6 +39,7 @@ from tables.cluster.context import ClusterContext
 from tables.domain.backoff import Backoff, LogThrottle
 from tables.domain.znrecord import ZNRecordError
 from tables.outages import outage_reason
+from tables.streams.base import StreamProvider
 from tables.zk import messages as zk_messages
 from tables.zk.watches import Watch
 
@@ -224,6 +226,7 @@ class MessageHandler:
         if not replicas:
             return []
         forced: list[str] = []
+        woken: dict[int, tuple[StreamProvider, list[int]]] = {}  # by provider: its partitions
         now = time.monotonic()
         with self._lock:
             self._expire(now)
@@ -237,8 +240,15 @@ class MessageHandler:
                         self._pending[(table, segment)] = now + PENDING_TTL_S
                     continue
                 if consumer.phase is Phase.CONSUMING:
-                    consumer.force_commit()
+                    consumer.force_commit(wake=False)
+                    provider = consumer.provider
+                    woken.setdefault(id(provider), (provider, []))[1].append(
+                        consumer.spec.partition
+                    )
                     forced.append(segment)
+        for provider, partitions in woken.values():  # every flag is set: wake them at once
+            with contextlib.suppress(Exception):  # best effort: a fetch's timeout still ends it
+                provider.wake_many(partitions)
         return forced
 
     def consumer_started(self, table: str, segment: str, consumer: SegmentConsumer) -> bool:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar, overload
@@ -293,6 +293,12 @@ class StreamProvider(ABC):
         return what they have (nothing). A consumer told to commit or stop calls it, so that it
         does not wait out its fetch's timeout. Optional: the default does nothing, and such a
         fetch returns at its timeout."""
+
+    def wake_many(self, partitions: Iterable[int]) -> None:
+        """`wake` for each of `partitions` (a force commit of many segments); a provider may do
+        it in one round trip."""
+        for partition in partitions:
+            self.wake(partition)
 
     def close(self) -> None:  # noqa: B027 - optional hook; providers without resources keep it
         """Release what the provider holds. The default holds nothing."""

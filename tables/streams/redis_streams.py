@@ -65,7 +65,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import redis
@@ -320,12 +320,25 @@ class RedisStreamProvider(StreamProvider):
 
     def wake(self, partition: int) -> None:
         """`CLIENT UNBLOCK` for every XREAD of `partition` blocked now (module docstring)."""
+        self.wake_many([partition])
+
+    def wake_many(self, partitions: Iterable[int]) -> None:
+        """`wake` for every partition of `partitions`, the unblocks in one pipeline: a server told
+        to force-commit ~40 segments woke their fetches one round trip at a time, and under the
+        GIL contention of the pause each round trip waited for its turn (the last consumers of a
+        64-partition pause stopped 0.2-0.5 s after the first)."""
         with self._wake_lock:
-            self._wakes[partition] = self._wakes.get(partition, 0) + 1
-            blocked = list(self._blocked.get(partition, ()))
+            blocked = []
+            for partition in partitions:
+                self._wakes[partition] = self._wakes.get(partition, 0) + 1
+                blocked += self._blocked.get(partition, ())
+        if not blocked:
+            return
+        pipe = self._client.pipeline(transaction=False)
         for client_id in blocked:
-            with contextlib.suppress(redis.RedisError):
-                self._client.client_unblock(client_id)
+            pipe.client_unblock(client_id)
+        with contextlib.suppress(redis.RedisError):
+            pipe.execute(raise_on_error=False)
 
     def _wait_for(
         self,

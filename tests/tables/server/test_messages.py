@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -347,13 +348,27 @@ class FakeServer:
         return dict(self.replicas) if table == "t_REALTIME" else None
 
 
+class FakeProvider:
+    def __init__(self) -> None:
+        self.woken: list[list[int]] = []
+
+    def wake_many(self, partitions: list[int]) -> None:
+        self.woken.append(sorted(partitions))
+
+
 class FakeConsumer:
-    def __init__(self, phase: Phase = Phase.CONSUMING) -> None:
+    def __init__(
+        self, phase: Phase = Phase.CONSUMING, partition: int = 0, provider: object = None
+    ) -> None:
         self.phase = phase
         self.forced = False
+        self.woke_itself = False
+        self.spec = SimpleNamespace(partition=partition)
+        self.provider = provider if provider is not None else FakeProvider()
 
-    def force_commit(self) -> None:
+    def force_commit(self, wake: bool = True) -> None:
         self.forced = True
+        self.woke_itself = wake
 
 
 def test_a_force_commit_waits_for_a_starting_consumer():
@@ -374,3 +389,19 @@ def test_a_force_commit_waits_for_a_starting_consumer():
     assert not handler.consumer_started("t_REALTIME", "a", again)  # type: ignore[arg-type]
     assert not handler.consumer_started("t_REALTIME", "d", again)  # type: ignore[arg-type]
     assert not again.forced
+
+
+def test_a_force_commit_wakes_the_fetches_of_one_provider_together():
+    """Every flag is set first, then each provider wakes its partitions in one call."""
+    shared, other = FakeProvider(), FakeProvider()
+    consumers = {
+        "a": FakeConsumer(partition=0, provider=shared),
+        "b": FakeConsumer(partition=3, provider=shared),
+        "c": FakeConsumer(partition=5, provider=other),
+        "d": FakeConsumer(Phase.HOLDING, partition=7, provider=shared),
+    }
+    server = FakeServer({s: Replica(consumer=c) for s, c in consumers.items()})  # type: ignore[arg-type]
+    handler = MessageHandler(server)  # type: ignore[arg-type]
+    assert handler.force_commit("t_REALTIME", ["a", "b", "c", "d"]) == ["a", "b", "c"]
+    assert (shared.woken, other.woken) == ([[0, 3]], [[5]])
+    assert not any(c.woke_itself for c in consumers.values())

@@ -149,6 +149,37 @@ def test_a_woken_partition_ends_its_blocked_fetch_at_once(admin, topic, provider
     assert [m.value for m in provider.fetch(1, 1, 10, timeout_ms=1000).messages] == [b"next"]
 
 
+def test_waking_many_partitions_ends_each_blocked_fetch_in_one_call(provider, redis_client):
+    """A force commit of many segments wakes their fetches at once (`wake_many`: the unblocks in
+    one pipeline); each fetch returns empty, at once."""
+    results: dict[int, object] = {}
+
+    def consume(partition: int) -> None:
+        results[partition] = provider.fetch(partition, 1, 10, timeout_ms=600_000)
+
+    consumers = [threading.Thread(target=consume, args=(p,)) for p in (0, 1)]
+    for consumer in consumers:
+        consumer.start()
+    db = str(redis_client.connection_pool.connection_kwargs.get("db", 0))
+    wait_until(
+        lambda: (
+            sum(
+                c.get("cmd") == "xread" and str(c.get("db")) == db
+                for c in redis_client.client_list()
+            )
+            >= 2
+        ),
+        timeout=10,
+        what="both fetches blocked in XREAD",
+    )
+    provider.wake_many([0, 1])
+    for consumer in consumers:
+        consumer.join(timeout=30)
+        assert not consumer.is_alive()
+    assert {p: b.messages for p, b in results.items()} == {0: [], 1: []}
+    provider.wake_many([])  # nothing to wake: no call at all
+
+
 def test_a_user_whose_acl_refuses_client_still_fetches(admin, topic, redis_prefix, redis_client):
     user = f"no-client-{uuid.uuid4().hex[:8]}"
     redis_client.acl_setuser(
