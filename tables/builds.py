@@ -126,6 +126,10 @@ PUBLISH_EVERY = 8
 
 log = logging.getLogger(__name__)
 
+#: Told the outcomes of a batch's other requests as they are known, several at a time (those of
+#: one publish group, or the failures once the batch is recorded): (task id, outcome or error).
+OnOutcomes = Callable[[list[tuple[str, "BuildOutcome | Exception"]]], None]
+
 
 def deep_store() -> DeepStore:
     """The deep store of DEEP_STORE_URI (and DEEP_STORE_ENDPOINT_URL for S3-compatible stores).
@@ -261,7 +265,7 @@ def build_segment(
     end_offset: int,
     task_id: str = "",
     output_key: str | None = None,
-    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None = None,
+    on_outcome: OnOutcomes | None = None,
 ) -> BuildOutcome:
     """Build `segment` from the rows a server staged at `staging_key`, and publish it at
     `output_key`, by default the segment's final key. A committing server passes a temporary key
@@ -269,8 +273,8 @@ def build_segment(
 
     With a `task_id` (the Celery task's), the build is batched (module docstring): it returns the
     outcome recorded for this task when another task's batch built it, else builds it together
-    with the other pending requests it can claim. `on_outcome(task id, outcome or error)` is
-    called for each of those others once recorded."""
+    with the other pending requests it can claim. `on_outcome([(task id, outcome or error),
+    ...])` is told those others' outcomes, several at a time (`OnOutcomes`)."""
     mine = PendingBuild(task_id, table, segment, staging_key, start_offset, end_offset, output_key)
     queue = _queue() if task_id else None
     if queue is None:
@@ -297,7 +301,7 @@ def _help(
     ctx: ClusterContext,
     queue: BuildQueue,
     task_id: str,
-    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
+    on_outcome: OnOutcomes | None,
 ) -> None:
     """Build the pending requests nobody claimed yet; a failure here is not this task's. A burst
     of them still coming (the next pause's builds, while this task's message waited behind its
@@ -316,7 +320,7 @@ def _run_batch(
     queue: BuildQueue,
     batch: list[PendingBuild],
     leader: str,
-    on_outcome: Callable[[str, BuildOutcome | Exception], None] | None,
+    on_outcome: OnOutcomes | None,
 ) -> list[BuildOutcome | Exception]:
     """Build the claimed `batch`, finish its registrations and hand over the outcomes: every
     published segment at once, `leader`'s own too (its committer need not wait for the rest of the
@@ -327,14 +331,15 @@ def _run_batch(
     ids = [b.task_id for b in batch]
     handed: set[str] = set()
 
-    def hand_over(build: PendingBuild, outcome: BuildOutcome | Exception) -> None:
-        if on_outcome is None or build.task_id in handed:
+    def hand_over(pairs: list[tuple[PendingBuild, BuildOutcome | Exception]]) -> None:
+        fresh = [(b.task_id, outcome) for b, outcome in pairs if b.task_id not in handed]
+        if on_outcome is None or not fresh:
             return
-        handed.add(build.task_id)
+        handed.update(task_id for task_id, _ in fresh)
         try:
-            on_outcome(build.task_id, outcome)
-        except Exception:  # its own task still returns it
-            log.exception("could not hand over the outcome of %s", build.task_id)
+            on_outcome(fresh)
+        except Exception:  # their own tasks still return them
+            log.exception("could not hand over the outcomes of %s", [t for t, _ in fresh])
 
     try:
         with Heartbeat(queue, ids, leader):
@@ -343,9 +348,7 @@ def _run_batch(
         _quietly(queue.release, ids, leader)  # their own tasks build them
         raise
     _quietly(queue.finish, ids)
-    for build, outcome in zip(batch, outcomes, strict=True):
-        if build.task_id != leader:
-            hand_over(build, outcome)
+    hand_over([(b, o) for b, o in zip(batch, outcomes, strict=True) if b.task_id != leader])
     return outcomes
 
 
@@ -413,17 +416,23 @@ def _build_all(
     ctx: ClusterContext,
     batch: list[PendingBuild],
     leader: str,
-    on_published: Callable[[PendingBuild, BuildOutcome], None] | None = None,
+    on_published: Callable[[list[tuple[PendingBuild, BuildOutcome]]], None] | None = None,
 ) -> list[BuildOutcome | Exception]:
     """Build and publish every request of `batch` (one Spark job per schema), recording each
     attempt as a Job row; one outcome per request, in order (module docstring).
-    `on_published(request, outcome)` is told each request's outcome as soon as its segment is
-    published, before the batch is over and before its Job row is recorded; it must not raise."""
+    `on_published([(request, outcome), ...])` is told the requests' outcomes as soon as their
+    segments are published (a publish group at a time), before the batch is over and before
+    their Job rows are recorded; it must not raise."""
     jobs = start_build_jobs(batch)
 
-    def published(index: int, result: BuildResult, uri: str) -> None:
+    def published(items: list[tuple[int, BuildResult, str]]) -> None:
         if on_published is not None:
-            on_published(batch[index], built_outcome(batch[index], result, uri, jobs[index].pk))
+            on_published(
+                [
+                    (batch[i], built_outcome(batch[i], result, uri, jobs[i].pk))
+                    for i, result, uri in items
+                ]
+            )
 
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
@@ -466,22 +475,25 @@ def _build_and_publish(
     batch: list[PendingBuild],
     prepared: list[tuple[int, BuildRequest]],
     outcomes: list[tuple[BuildResult, str] | Exception | None],
-    on_published: Callable[[int, BuildResult, str], None],
+    on_published: Callable[[list[tuple[int, BuildResult, str]]], None],
 ) -> None:
     """Build the `prepared` requests of `batch` in one `build_batch` and publish each tar as soon
     as it is made, on a thread of its own (`_publisher`), so that the next segments are written
-    while the syncs and hand-overs of the last ones wait on the disk and Redis; `on_published(
-    index, result, uri)` (on that thread) for each one published, then (index into `batch`) in
-    `outcomes`. Returns once every segment built is published."""
+    while the syncs and hand-overs of the last ones wait on the disk and Redis; `on_published([(
+    index, result, uri), ...])` (on that thread) once for each group published, then (index into
+    `batch`) in `outcomes`. Returns once every segment built is published."""
     spark = get_session(settings.SPARK_MASTER, settings.SPARK_DRIVER_MEMORY)
     made: SimpleQueue[tuple[int, BuildResult, str] | None] = SimpleQueue()
 
     def publish(ready: list[tuple[int, BuildResult, str]]) -> None:
         uris = store.publish_many([(result.tar_path, key) for _, result, key in ready])
+        done = []
         for (index, result, _), uri in zip(ready, uris, strict=True):
             outcomes[index] = uri if isinstance(uri, Exception) else (result, uri)
             if not isinstance(uri, Exception):
-                on_published(index, result, uri)
+                done.append((index, result, uri))
+        if done:
+            on_published(done)  # the group's hand-overs together: one round trip
 
     def built(position: int, result: BuildResult | Exception) -> None:
         index, request = prepared[position]

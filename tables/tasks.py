@@ -27,6 +27,7 @@ from tables.cluster import context
 from tables.cluster.leadership import lead_controller_for
 from tables.controller.force_commit import BatchRun, ForceCommitManager
 from tables.redisconn import get_redis
+from tables.result_handover import store_outcomes
 from tables.segments.spark import get_session
 
 log = logging.getLogger(__name__)
@@ -84,11 +85,8 @@ def spark_build_segment(
 
     backend = self.backend  # this thread's: the batch's publisher thread hands segments over
 
-    def hand_over(task_id: str, outcome: builds.BuildOutcome | Exception) -> None:
-        if isinstance(outcome, Exception):
-            backend.mark_as_failure(task_id, outcome)
-        else:
-            backend.mark_as_done(task_id, outcome.as_dict())
+    def hand_over(pairs: list[tuple[str, builds.BuildOutcome | Exception]]) -> None:
+        store_outcomes(backend, pairs)  # a publish group's successes in one round trip
 
     outcome = builds.build_segment(
         context.current(),

@@ -131,8 +131,14 @@ def test_force_commit_commits_consuming_segments_and_the_next_ones_consume(
         assert meta.total_docs == end - start  # every row of the partition, no more
         produced += end - start
     assert produced >= ROWS  # the `topic` fixture's own rows come on top
+    # As in Pinot, a segment counts as committed once its metadata is DONE (the commit's step
+    # 1); the IdealState (step 3, one group-committed write for the four) follows moments later.
+    second = wait_until(
+        lambda: found if len(found := _segments(1)) == 4 else None,
+        timeout=30,
+        what="the next segments in the IdealState",
+    )
     ideal = manager.idealstate(TABLE)
-    second = _segments(1)
     assert sorted(second) == [0, 1, 2, 3]
     for partition, segment in second.items():
         assert set(ideal[segment].values()) == {"CONSUMING"}
@@ -151,7 +157,7 @@ def test_force_commit_commits_consuming_segments_and_the_next_ones_consume(
     empty = manager.segment_metadata(TABLE, second[0])
     assert empty.status == "DONE" and empty.total_docs == 0
     assert empty.start_offset == empty.end_offset == str(latest[0])
-    third = _segments(2)
+    third = wait_until(lambda: _segments(2) or None, timeout=30, what="partition 0's next")
     assert list(third) == [0]
     assert set(manager.idealstate(TABLE)[third[0]].values()) == {"CONSUMING"}
     report = verify_rows(TABLE)

@@ -206,9 +206,10 @@ def test_a_batch_hands_its_own_segment_over_before_recording_it(github, tmp_path
     queue.forget([b.task_id for b, _ in queue.pending()])  # what earlier tests left
     handed = {}
 
-    def on_outcome(handed_id, outcome):
+    def on_outcome(pairs):
         try:
-            handed[handed_id] = (outcome, Job.objects.get(task_id=handed_id).status)
+            for handed_id, outcome in pairs:
+                handed[handed_id] = (outcome, Job.objects.get(task_id=handed_id).status)
         finally:
             connection.close()  # this thread's
 
