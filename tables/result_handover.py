@@ -47,10 +47,7 @@ def store_outcomes(backend: Any, pairs: Sequence[tuple[str, Any]]) -> None:
         )
         meta["task_id"] = task_id
         key, value = backend.get_key_for_task(task_id), backend.encode(meta)
-        if backend.expires:
-            pipe.setex(key, backend.expires, value)
-        else:
-            pipe.set(key, value)
+        pipe.set(key, value, ex=backend.expires or None)  # Celery's SETEX, without its warning
         pipe.publish(key, value)
     pipe.execute()
 
