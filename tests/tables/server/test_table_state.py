@@ -208,6 +208,8 @@ def test_debug_shows_states_consumer_info_and_a_consumer_error(serving, zk, api,
         serving.instance, get_redis(settings.REDIS_URL), PATHS.cluster, 60.0, 30.0
     )
     assert publisher.publish_once()
+    # The EXTERNALVIEW is made from CURRENTSTATES, which the server writes on its own thread.
+    wait_until(lambda: _all(serving, zk, "CONSUMING"), what="every replica CONSUMING in ZK")
     _write_external_view(zk, serving)
     me = serving.instance.instance_id
 
